@@ -1,0 +1,113 @@
+"""pytest-bineval: test LLM outputs with binary yes/no checklists (the BinEval method).
+
+Python API (works without pytest)::
+
+    checklist = generate_checklist("Summarize the news article in 2-3 sentences.", dimensions=["consistency"])
+    result = evaluate(summary, checklist, source=article)
+    result.scores, result.overall, result.rescaled(1, 5), result.verdicts, result.usage
+
+Heavy dependencies (litellm, llama.cpp) are imported only when a model is called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .assertions import assert_passes, assert_passes_async
+from .checklist import DimensionsArg
+from .engine import Engine, Settings, run_sync
+from .errors import (
+    BinevalAssertionError,
+    BinevalError,
+    BinevalJudgeError,
+    ChecklistGenerationError,
+    InputTooLargeError,
+    MissingExtraError,
+)
+from .llm.providers import DEFAULT_MODEL, register_provider
+from .models import Checklist, Evaluation, Question, Usage, Verdict
+from .prompting import BUILTIN_DIMENSIONS, prompt_version
+
+__all__ = [
+    "BUILTIN_DIMENSIONS",
+    "DEFAULT_MODEL",
+    "BinevalAssertionError",
+    "BinevalError",
+    "BinevalJudgeError",
+    "Checklist",
+    "ChecklistGenerationError",
+    "Engine",
+    "Evaluation",
+    "InputTooLargeError",
+    "MissingExtraError",
+    "Question",
+    "Settings",
+    "Usage",
+    "Verdict",
+    "aevaluate",
+    "agenerate_checklist",
+    "assert_passes",
+    "assert_passes_async",
+    "evaluate",
+    "generate_checklist",
+    "prompt_version",
+    "register_provider",
+]
+
+__version__ = "0.1.0"
+
+
+def _engine(model: str | None, settings: Settings | None, options: dict[str, Any]) -> Engine:
+    base = settings or Settings()
+    return Engine(base.with_overrides(model=model, **options))
+
+
+async def agenerate_checklist(task: str, dimensions: DimensionsArg = None, *, model: str | None = None,
+                              settings: Settings | None = None, **options: Any) -> Checklist:
+    """Turn a task prompt into a checklist of yes/no questions grouped by dimension.
+
+    ``dimensions``: built-in names (coherence, consistency, fluency, relevance; all four when None)
+    and/or ``{"name": "definition"}`` for your own. ``options`` are :class:`Settings` fields.
+    """
+    engine = _engine(model, settings, options)
+    try:
+        return await engine.achecklist(task, dimensions)
+    finally:
+        engine.close()
+
+
+def generate_checklist(task: str, dimensions: DimensionsArg = None, *, model: str | None = None,
+                       settings: Settings | None = None, **options: Any) -> Checklist:
+    """Sync twin of :func:`agenerate_checklist`."""
+    return run_sync(agenerate_checklist(task, dimensions, model=model, settings=settings, **options))
+
+
+async def aevaluate(output: str, checklist: Checklist, source: str | None = None, *,
+                    dimensions: list[str] | str | None = None, model: str | None = None,
+                    settings: Settings | None = None, **options: Any) -> Evaluation:
+    """Answer every question of ``checklist`` (or of its ``dimensions``) about ``output``.
+
+    Judge failures are error verdicts (``result.errors``), never yes or no; scores count answered
+    questions only. An empty output is judged like any other; a non-str output is a TypeError; an
+    output and source too large for the judge's context raise :class:`InputTooLargeError`.
+    """
+    from .judge import check_output
+
+    check_output(output, source)
+    selected = checklist.select([dimensions] if isinstance(dimensions, str) else dimensions)
+    engine = _engine(model, settings, options)
+    try:
+        return await engine.aevaluate(output, selected, source)
+    finally:
+        engine.close()
+
+
+def evaluate(output: str, checklist: Checklist, source: str | None = None, *,
+             dimensions: list[str] | str | None = None, model: str | None = None,
+             settings: Settings | None = None, **options: Any) -> Evaluation:
+    """Sync twin of :func:`aevaluate`."""
+    from .judge import check_output
+
+    check_output(output, source)
+    return run_sync(aevaluate(output, checklist, source, dimensions=dimensions, model=model,
+                              settings=settings, **options))

@@ -1,0 +1,186 @@
+"""Checklist generation: the paper's two-step, task-agnostic meta-prompt.
+
+Step 1 rewrites the task into explicit requirements. Step 2 decomposes them, one dimension at a time,
+into atomic yes/no questions (yes = satisfied), each with an example of what a "no" looks like.
+Asking per dimension guarantees that every requested dimension gets questions, or a clear error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import ChecklistGenerationError
+from .llm.client import CallError, LLMClient
+from .models import Checklist, Question, Usage
+from .prompting import BUILTIN_DIMENSIONS, load_prompt, prompt_version
+
+MAX_QUESTIONS_PER_DIMENSION = 6
+MAX_REQUIREMENTS = 12
+
+DimensionsArg = Sequence[str | Mapping[str, str]] | Mapping[str, str] | str | None
+
+REQUIREMENTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "requirements": {
+            "type": "array",
+            "items": {"type": "string", "pattern": "^[A-Z][^\\n]{15,160}$"},
+            "minItems": 1,
+            "maxItems": MAX_REQUIREMENTS,
+        }
+    },
+    "required": ["requirements"],
+    "additionalProperties": False,
+}
+
+QUESTIONS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "questions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "requirement": {"type": "string", "maxLength": 160},
+                    "question": {"type": "string", "pattern": "^(Does|Is|Are|Do|Has|Have|Did|Was|Were|Can|Could|Would|Will) [^?\\n]{10,160}\\?$"},
+                    "no_example": {"type": "string", "maxLength": 160},
+                },
+                "required": ["requirement", "question", "no_example"],
+                "additionalProperties": False,
+            },
+            "minItems": 1,
+            "maxItems": MAX_QUESTIONS_PER_DIMENSION,
+        }
+    },
+    "required": ["questions"],
+    "additionalProperties": False,
+}
+
+
+def resolve_dimensions(dimensions: DimensionsArg) -> dict[str, str]:
+    """Names of built-in dimensions and/or ``{"name": "definition"}`` mappings -> name -> definition."""
+    if dimensions is None:
+        return dict(BUILTIN_DIMENSIONS)
+    items: list[str | Mapping[str, str]]
+    if isinstance(dimensions, str):
+        items = [dimensions]
+    elif isinstance(dimensions, Mapping):
+        items = [dimensions]
+    else:
+        items = list(dimensions)
+    out: dict[str, str] = {}
+    for item in items:
+        if isinstance(item, str):
+            if item not in BUILTIN_DIMENSIONS:
+                raise ValueError(
+                    f"unknown dimension {item!r}: built-in ones are {sorted(BUILTIN_DIMENSIONS)}; "
+                    'define your own as {"name": "definition"}'
+                )
+            out[item] = BUILTIN_DIMENSIONS[item]
+        elif isinstance(item, Mapping):
+            for name, definition in item.items():
+                if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][\w-]{0,40}", name):
+                    raise ValueError(f"dimension names are identifiers (letters, digits, _ or -), not {name!r}")
+                if not isinstance(definition, str) or not definition.strip():
+                    raise ValueError(f"dimension {name!r} needs a non-empty definition")
+                out[name] = definition.strip()
+        else:
+            raise TypeError(f"a dimension is a name or a {{name: definition}} mapping, not {type(item).__name__}")
+    if not out:
+        raise ValueError("at least one dimension is needed")
+    return out
+
+
+def _normalise(text: str) -> str:
+    return re.sub(r"[^a-z0-9 ]", "", re.sub(r"\s+", " ", text.lower())).strip()
+
+
+def _requirements(obj: dict[str, Any]) -> list[str]:
+    reqs = obj.get("requirements")
+    if not isinstance(reqs, list):
+        raise ValueError("'requirements' must be a list")
+    clean = [r.strip() for r in reqs if isinstance(r, str) and r.strip()]
+    if not clean:
+        raise ValueError("no requirement given")
+    return list(dict.fromkeys(clean))[:MAX_REQUIREMENTS]
+
+
+def _questions(obj: dict[str, Any]) -> list[dict[str, str]]:
+    items = obj.get("questions")
+    if not isinstance(items, list):
+        raise ValueError("'questions' must be a list")
+    out = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        text = str(item.get("question") or "").strip()
+        if len(text) < 8:
+            continue
+        if not text.endswith("?"):
+            text = text.rstrip(".") + "?"
+        out.append({
+            "question": text,
+            "no_example": str(item.get("no_example") or "").strip(),
+            "requirement": str(item.get("requirement") or "").strip(),
+        })
+    if not out:
+        raise ValueError("no usable question given")
+    return out
+
+
+async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = None) -> tuple[Checklist, Usage]:
+    """Run the two-step meta-prompt with ``client``; returns the checklist and what it cost."""
+    if not isinstance(task, str):
+        raise TypeError(f"task must be a string, not {type(task).__name__}")
+    task = task.strip()
+    if not task:
+        raise ValueError("task is empty: describe what the output under test is supposed to do")
+    dims = resolve_dimensions(dimensions)
+    usage = Usage()
+    try:
+        step1 = await client.complete_json(
+            load_prompt("requirements").messages(task=task),
+            schema_name="requirements", schema=REQUIREMENTS_SCHEMA, validate=_requirements, max_tokens=700,
+        )
+    except CallError as exc:
+        raise ChecklistGenerationError(f"step 1 (requirements) failed with {client.model}: {exc.cause}") from exc
+    usage += step1.usage
+    requirements = step1.value
+
+    questions: list[Question] = []
+    seen: set[str] = set()
+    for name, definition in dims.items():
+        messages = load_prompt("questions").messages(
+            task=task,
+            requirements="\n".join(f"- {r}" for r in requirements),
+            dimension=name,
+            definition=definition,
+            max_questions=str(MAX_QUESTIONS_PER_DIMENSION),
+        )
+        try:
+            step2 = await client.complete_json(
+                messages, schema_name="questions", schema=QUESTIONS_SCHEMA, validate=_questions, max_tokens=900,
+            )
+        except CallError as exc:
+            raise ChecklistGenerationError(
+                f"step 2 (questions for dimension {name!r}) failed with {client.model}: {exc.cause}"
+            ) from exc
+        usage += step2.usage
+        n = 0
+        for item in step2.value:
+            norm = _normalise(item["question"])
+            if norm in seen:
+                continue
+            seen.add(norm)
+            n += 1
+            questions.append(Question(id=f"{name}-{n}", dimension=name, text=item["question"],
+                                      no_example=item["no_example"], requirement=item["requirement"]))
+        if n == 0:
+            raise ChecklistGenerationError(
+                f"dimension {name!r} got no question that is not a duplicate of another dimension's"
+            )
+    checklist = Checklist(task=task, dimensions=dims, requirements=requirements, questions=questions,
+                          model=client.model, prompt_version=prompt_version())
+    return checklist, usage

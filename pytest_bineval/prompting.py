@@ -1,0 +1,81 @@
+"""The prompts are files in the package (``prompts/*.md``), versioned by ``prompts/VERSION``.
+
+A prompt file holds a ``## system`` and a ``## user`` section; ``{{name}}`` placeholders are filled
+by plain substitution (never ``str.format``: outputs under test are full of braces).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+_SECTION = re.compile(r"^## (system|user|assistant)\s*$", re.MULTILINE)
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+BUILTIN_DIMENSIONS: dict[str, str] = {
+    "coherence": (
+        "The response is well structured and well organized: it builds from sentence to sentence "
+        "into a coherent body of information, not a heap of related facts."
+    ),
+    "consistency": (
+        "The response is factually aligned with the input: it contains only statements entailed by "
+        "the input, with no fabricated, contradicted or misattributed facts."
+    ),
+    "fluency": (
+        "The response is well written: grammatical, correctly spelled and punctuated, readable, "
+        "without repetition or formatting problems."
+    ),
+    "relevance": (
+        "The response selects the important content of the input and answers what the task asks, "
+        "without redundant or off-topic information."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A chat prompt: a system section, optional example turns, and the final user turn."""
+
+    name: str
+    turns: tuple[tuple[str, str], ...]
+
+    def messages(self, **values: str) -> list[dict[str, str]]:
+        return [{"role": role, "content": _fill(text, values, self.name)} for role, text in self.turns]
+
+
+def _fill(template: str, values: dict[str, str], name: str) -> str:
+    def sub(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in values:
+            raise KeyError(f"prompt {name!r} needs a value for {{{{{key}}}}}")
+        return values[key]
+
+    return _PLACEHOLDER.sub(sub, template)
+
+
+@cache
+def prompt_version() -> str:
+    """The version of the packaged prompts; part of every cache key."""
+    return resources.files(__package__).joinpath("prompts/VERSION").read_text("utf-8").strip()
+
+
+@cache
+def load_prompt(name: str) -> Prompt:
+    text = resources.files(__package__).joinpath(f"prompts/{name}.md").read_text("utf-8")
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.DOTALL)
+    parts = _SECTION.split(text)
+    turns = tuple((parts[i], parts[i + 1].strip()) for i in range(1, len(parts) - 1, 2))
+    roles = [role for role, _ in turns]
+    if not roles or roles[0] != "system" or roles[-1] != "user":
+        raise ValueError(f"prompt file {name}.md must start with '## system' and end with '## user'")
+    return Prompt(name, turns)
+
+
+_CLOSERS = re.compile(r"</?\s*(input|response|task)\s*>", re.IGNORECASE)
+
+
+def delimit(text: str) -> str:
+    """Neutralise marker tags inside untrusted text so it cannot close its own delimiters."""
+    return _CLOSERS.sub(lambda m: m.group(0).replace("<", "&lt;").replace(">", "&gt;"), text)
