@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_args(p)
     p.set_defaults(func=cmd_eval)
 
+    from .perf import add_perf_parser
+
+    add_perf_parser(sub)
     try:
         from .bench.cli import add_bench_parser
     except ImportError:  # pragma: no cover - the bench package is part of the distribution

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from .errors import InputTooLargeError
 from .llm.client import CallError, LLMClient
 from .models import Checklist, Evaluation, Question, Usage, Verdict
 from .prompting import delimit, load_prompt
@@ -96,7 +97,13 @@ async def judge(
 
     loop = asyncio.get_running_loop()
     started = loop.time()
-    results = await asyncio.gather(*(ask(q) for q in checklist.questions))
+    try:
+        results = await asyncio.gather(*(ask(q) for q in checklist.questions))
+    except InputTooLargeError as exc:
+        sizes = f"output: {len(output)} characters"
+        if source is not None:
+            sizes += f", source: {len(source)} characters"
+        raise InputTooLargeError(f"{exc} ({sizes}); shorten them or use a model with a larger context") from exc
     usage = Usage.total(u for _, u in results)
     usage.seconds = loop.time() - started
     return Evaluation(
