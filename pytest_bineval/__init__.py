@@ -48,9 +48,9 @@ __all__ = [
     "agenerate_checklist",
     "assert_passes",
     "assert_passes_async",
+    "ensure_provider",
     "evaluate",
     "generate_checklist",
-    "ensure_provider",
     "prompt_version",
     "register_provider",
 ]

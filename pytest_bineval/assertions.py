@@ -73,11 +73,9 @@ def split_dimensions(dimension: DimensionArg) -> tuple[list[str] | None, list[st
     """(names to check, dimension spec for checklist generation) from the ``dimension`` argument."""
     if dimension is None:
         return None, None
-    items: list[str | Mapping[str, str]]
-    if isinstance(dimension, (str, Mapping)):
-        items = [dimension]
-    else:
-        items = list(dimension)
+    items: list[str | Mapping[str, str]] = (
+        [dimension] if isinstance(dimension, (str, Mapping)) else list(dimension)
+    )
     names: list[str] = []
     for item in items:
         if isinstance(item, str):

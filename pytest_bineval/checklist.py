@@ -35,6 +35,9 @@ REQUIREMENTS_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+# A question starts like one and ends with a question mark (enforced by grammar where supported).
+QUESTION_PATTERN = r"^(Does|Is|Are|Do|Has|Have|Did|Was|Were|Can|Could|Would|Will) [^?\n]{10,160}\?$"
+
 QUESTIONS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -44,7 +47,7 @@ QUESTIONS_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "properties": {
                     "requirement": {"type": "string", "maxLength": 160},
-                    "question": {"type": "string", "pattern": "^(Does|Is|Are|Do|Has|Have|Did|Was|Were|Can|Could|Would|Will) [^?\\n]{10,160}\\?$"},
+                    "question": {"type": "string", "pattern": QUESTION_PATTERN},
                     "no_example": {"type": "string", "maxLength": 160},
                 },
                 "required": ["requirement", "question", "no_example"],
@@ -64,12 +67,7 @@ def resolve_dimensions(dimensions: DimensionsArg) -> dict[str, str]:
     if dimensions is None:
         return dict(BUILTIN_DIMENSIONS)
     items: list[str | Mapping[str, str]]
-    if isinstance(dimensions, str):
-        items = [dimensions]
-    elif isinstance(dimensions, Mapping):
-        items = [dimensions]
-    else:
-        items = list(dimensions)
+    items = [dimensions] if isinstance(dimensions, (str, Mapping)) else list(dimensions)
     out: dict[str, str] = {}
     for item in items:
         if isinstance(item, str):

@@ -8,7 +8,7 @@ The source and the output are untrusted data between markers that they cannot cl
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 from .errors import InputTooLargeError
 from .llm.client import CallError, LLMClient
@@ -28,10 +28,11 @@ VERDICT_SCHEMA: dict[str, Any] = {
 NO_SOURCE = "(no input was given; judge the response on its own)"
 
 
-def _verdict_fields(obj: dict[str, Any]) -> tuple[str, str]:
-    answer = str(obj.get("answer", "")).strip().lower().strip(".!\"'")
-    if answer not in ("yes", "no"):
+def _verdict_fields(obj: dict[str, Any]) -> tuple[Literal["yes", "no"], str]:
+    raw = str(obj.get("answer", "")).strip().lower().strip(".!\"'")
+    if raw not in ("yes", "no"):
         raise ValueError(f'"answer" must be "yes" or "no", not {obj.get("answer")!r}')
+    answer: Literal["yes", "no"] = "yes" if raw == "yes" else "no"
     explanation = obj.get("explanation", "")
     if not isinstance(explanation, str):
         raise ValueError('"explanation" must be a string')
@@ -79,7 +80,7 @@ async def judge(
     async def ask(q: Question) -> tuple[Verdict, Usage]:
         async with semaphore:
             messages = judge_messages(checklist.task, source, output, q, question_first=question_first)
-            base = {"question_id": q.id, "dimension": q.dimension, "question": q.text}
+            base: dict[str, Any] = {"question_id": q.id, "dimension": q.dimension, "question": q.text}
             try:
                 reply = await client.complete_json(
                     messages, schema_name="verdict", schema=VERDICT_SCHEMA, validate=_verdict_fields,
@@ -90,8 +91,7 @@ async def judge(
                 return Verdict(**base, answer="error", error=exc.cause), usage
             answer, explanation = reply.value
             return (
-                Verdict(**base, answer=answer, explanation=explanation, p_yes=reply.p_yes,  # type: ignore[arg-type]
-                        cached=reply.cached),
+                Verdict(**base, answer=answer, explanation=explanation, p_yes=reply.p_yes, cached=reply.cached),
                 reply.usage,
             )
 

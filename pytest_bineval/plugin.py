@@ -145,7 +145,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     if call.excinfo is not None and call.excinfo.errisinstance((NoTaskError, PinError, BinevalJudgeError)):
         # Not a verdict on the output: the test could not be scored (reported as an error).
-        report.bineval_error = True  # type: ignore[attr-defined]
+        report.bineval_error = True
         if not call.excinfo.errisinstance(BinevalJudgeError):
             report.longrepr = str(call.excinfo.value)
     for i, rec in enumerate(ctx.records):

@@ -37,19 +37,29 @@ class Request:
     def user(self) -> str:
         return next((m["content"] for m in reversed(self.messages) if m["role"] == "user"), "")
 
+    def _find(self, pattern: str, flags: int) -> re.Match[str] | None:
+        # The latest user turn that has it: a retry turn ("That reply was not valid ...") keeps the
+        # question, dimension and response of the turn it retries.
+        for m in reversed(self.messages):
+            if m["role"] == "user":
+                found = re.search(pattern, m["content"], flags)
+                if found:
+                    return found
+        return None
+
     @property
     def question(self) -> str:
-        m = re.search(r"^Question: (.*)$", self.user, re.MULTILINE)
+        m = self._find(r"^Question: (.*)$", re.MULTILINE)
         return m.group(1).strip() if m else ""
 
     @property
     def dimension(self) -> str:
-        m = re.search(r"^Dimension: (.*)$", self.user, re.MULTILINE)
+        m = self._find(r"^Dimension: (.*)$", re.MULTILINE)
         return m.group(1).strip() if m else ""
 
     @property
     def output(self) -> str:
-        m = re.search(r"<response>\n(.*)\n</response>", self.user, re.DOTALL)
+        m = self._find(r"<response>\n(.*)\n</response>", re.DOTALL)
         return m.group(1) if m else ""
 
 
@@ -121,7 +131,8 @@ def _make_handler(fake: ScriptedModel) -> Any:
     from .llm.client import import_litellm
 
     import_litellm()
-    from litellm import CustomLLM, ModelResponse
+    from litellm.llms.custom_llm import CustomLLM
+    from litellm.types.utils import ModelResponse
 
     def kind_of(params: dict[str, Any]) -> str:
         fmt = params.get("response_format") or {}
@@ -137,7 +148,7 @@ def _make_handler(fake: ScriptedModel) -> Any:
                              usage={"prompt_tokens": n_in, "completion_tokens": len(text.split()),
                                     "total_tokens": n_in + len(text.split())})
 
-    class FakeHandler(CustomLLM):  # type: ignore[misc]
+    class FakeHandler(CustomLLM):
         def completion(self, *args: Any, **kwargs: Any) -> Any:
             params = dict(kwargs.get("optional_params") or {})
             messages = list(kwargs.get("messages") or [])

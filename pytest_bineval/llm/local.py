@@ -169,7 +169,7 @@ class EmbeddedModel:
                 raise ContextTooSmall(len(prompt), len(cont), self.n_ctx)
             cached = llm.input_ids[: llm.n_tokens].tolist()
             common = 0
-            for a, b in zip(cached, prompt):
+            for a, b in zip(cached, prompt, strict=False):
                 if a != b:
                     break
                 common += 1
@@ -216,13 +216,14 @@ def make_embedded_handler() -> Any:
     from .client import import_litellm
 
     import_litellm()
-    from litellm import CustomLLM, ModelResponse
     from litellm.exceptions import ContextWindowExceededError
+    from litellm.llms.custom_llm import CustomLLM
+    from litellm.types.utils import ModelResponse
 
     model = EmbeddedModel(gguf_path())
     _import_llama_cpp()  # fail early with the install hint
 
-    class EmbeddedHandler(CustomLLM):  # type: ignore[misc]
+    class EmbeddedHandler(CustomLLM):
         embedded = model
 
         def completion(self, *args: Any, **kwargs: Any) -> Any:
@@ -238,7 +239,7 @@ def make_embedded_handler() -> Any:
                     max_tokens=int(params.get("max_tokens") or params.get("max_completion_tokens") or 512),
                     temperature=float(params.get("temperature") or 0.0),
                     schema=_schema_of(params.get("response_format")),
-                    top_logprobs=int(top) if params.get("logprobs") else None,
+                    top_logprobs=int(top or 1) if params.get("logprobs") else None,
                 )
             except ContextTooSmall as exc:
                 raise ContextWindowExceededError(

@@ -29,7 +29,7 @@ def register_provider(name: str, handler: Any) -> None:
     litellm.custom_provider_map = entries
     from litellm.utils import custom_llm_setup
 
-    custom_llm_setup()
+    custom_llm_setup()  # type: ignore[no-untyped-call]
 
 
 def registered_handler(name: str) -> Any | None:
@@ -68,4 +68,7 @@ def ensure_provider(model: str) -> None:
 def embedded_model() -> Any:
     """The process's embedded :class:`~pytest_bineval.llm.local.EmbeddedModel` (loaded on first use)."""
     ensure_provider(DEFAULT_MODEL)
-    return registered_handler(EMBEDDED_PROVIDER).embedded
+    handler = registered_handler(EMBEDDED_PROVIDER)
+    if handler is None:  # pragma: no cover - ensure_provider registers it or raises
+        raise RuntimeError("the embedded model provider could not be registered")
+    return handler.embedded
