@@ -139,7 +139,9 @@ class EmbeddedModel:
                     ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
                     logits = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)
                     logz = float(np.log(np.exp(logits - logits.max()).sum()) + logits.max())
-                    top = np.argsort(logits)[::-1][: int(top_logprobs or 1)]
+                    k = min(int(top_logprobs or 1), n_vocab)
+                    part = np.argpartition(logits, -k)[-k:]
+                    top = part[np.argsort(logits[part])[::-1]]
                     logprobs.append({
                         "token": self._piece(llm, token),
                         "logprob": float(logits[token] - logz),
