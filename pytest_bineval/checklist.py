@@ -26,7 +26,7 @@ REQUIREMENTS_SCHEMA: dict[str, Any] = {
     "properties": {
         "requirements": {
             "type": "array",
-            "items": {"type": "string", "pattern": "^[A-Z][^\\n]{15,160}$"},
+            "items": {"type": "string", "pattern": "^[A-Z][^\"\\\\\\n]{15,160}$"},  # no raw quote/backslash: see below
             "minItems": 1,
             "maxItems": MAX_REQUIREMENTS,
         }
@@ -36,7 +36,9 @@ REQUIREMENTS_SCHEMA: dict[str, Any] = {
 }
 
 # A question starts like one and ends with a question mark (enforced by grammar where supported).
-QUESTION_PATTERN = r"^(Does|Is|Are|Do|Has|Have|Did|Was|Were|Can|Could|Would|Will) [^?\n]{10,160}\?$"
+# No raw " or backslash inside: a llama.cpp grammar built from the pattern would otherwise let the model close the
+# JSON string early and write extra items past maxItems.
+QUESTION_PATTERN = r'^(Does|Is|Are|Do|Has|Have|Did|Was|Were|Can|Could|Would|Will) [^?"\\\n]{10,160}\?$'
 
 QUESTIONS_SCHEMA: dict[str, Any] = {
     "type": "object",

