@@ -18,6 +18,8 @@ from .prompting import BUILTIN_DIMENSIONS, load_prompt, prompt_version
 
 MAX_QUESTIONS_PER_DIMENSION = 6
 MAX_REQUIREMENTS = 12
+# Lists invite repetition (small models repeat one question six times): penalise repeated tokens.
+LIST_SAMPLING = {"presence_penalty": 0.5, "frequency_penalty": 0.3}
 
 DimensionsArg = Sequence[str | Mapping[str, str]] | Mapping[str, str] | str | None
 
@@ -143,6 +145,7 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
         step1 = await client.complete_json(
             load_prompt("requirements").messages(task=task),
             schema_name="requirements", schema=REQUIREMENTS_SCHEMA, validate=_requirements, max_tokens=700,
+            sampling=LIST_SAMPLING,
         )
     except CallError as exc:
         raise ChecklistGenerationError(f"step 1 (requirements) failed with {client.model}: {exc.cause}") from exc
@@ -162,6 +165,7 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
         try:
             step2 = await client.complete_json(
                 messages, schema_name="questions", schema=QUESTIONS_SCHEMA, validate=_questions, max_tokens=900,
+                sampling=LIST_SAMPLING,
             )
         except CallError as exc:
             raise ChecklistGenerationError(

@@ -4,10 +4,6 @@ The model work is done once per module (module-scoped cache directory, checklist
 file stays well under a minute. Quality is not asserted (a 135M judge is noise): only that the whole
 pipeline works offline, every reply parses, P(yes) is read, usage is counted and the cache serves reruns.
 The ``MissingExtraError`` tests at the end need neither llama.cpp nor the model and always run.
-
-Known limitation (strict xfail below): SmolLM2 copies the example question of ``prompts/questions.md`` for
-every dimension, so a second dimension gets only duplicates and generation raises ChecklistGenerationError;
-the shared checklist is therefore generated for one dimension.
 """
 
 from __future__ import annotations
@@ -24,7 +20,6 @@ from pytest_bineval import (
     BUILTIN_DIMENSIONS,
     DEFAULT_MODEL,
     Checklist,
-    ChecklistGenerationError,
     Engine,
     Evaluation,
     InputTooLargeError,
@@ -121,9 +116,6 @@ def test_generates_a_checklist_for_a_real_task(generated: tuple[Checklist, Usage
 
 
 @local_model
-@pytest.mark.xfail(strict=True, raises=ChecklistGenerationError,
-                   reason="SmolLM2 repeats the few-shot example question of prompts/questions.md for every "
-                          "dimension: the second dimension gets only duplicates")
 def test_generates_a_checklist_with_two_dimensions(checklist: Checklist, settings: Settings) -> None:
     # steps 1 and 2 for "consistency" come from the cache of the shared checklist: only "relevance" runs
     two = Engine(settings)
@@ -131,7 +123,10 @@ def test_generates_a_checklist_with_two_dimensions(checklist: Checklist, setting
         result = two.checklist(TASK, TWO_DIMENSIONS)
     finally:
         two.close()
-    assert all(len(qs) >= 1 for qs in result.by_dimension().values())
+    groups = result.by_dimension()
+    assert list(groups) == list(TWO_DIMENSIONS) and all(len(qs) >= 1 for qs in groups.values())
+    texts = [q.text for q in result.questions]
+    assert len(set(texts)) == len(texts)
 
 
 @local_model

@@ -165,8 +165,12 @@ class LLMClient:
         validate: Callable[[dict[str, Any]], T],
         max_tokens: int,
         want_p_yes: bool = False,
+        sampling: dict[str, float] | None = None,
     ) -> Reply[T]:
-        """One JSON reply validated by ``validate`` (which raises ValueError on a bad one)."""
+        """One JSON reply validated by ``validate`` (which raises ValueError on a bad one).
+
+        ``sampling``: extra OpenAI-style decoding parameters (e.g. ``presence_penalty``), part of the key.
+        """
         from .providers import ensure_provider
 
         ensure_provider(self.settings.model)
@@ -177,6 +181,7 @@ class LLMClient:
             "temperature": s.temperature,
             "max_tokens": max_tokens,
             "response_format": response_format(schema_name, schema),
+            **(sampling or {}),
             **s.extra,
         }
         if s.api_base:

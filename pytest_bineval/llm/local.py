@@ -115,6 +115,8 @@ class EmbeddedModel:
         temperature: float,
         schema: dict[str, Any] | None,
         top_logprobs: int | None,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
     ) -> tuple[str, list[dict[str, Any]] | None, int, int]:
         """Generate a reply; returns (text, OpenAI-style logprobs content, prompt and completion tokens)."""
         with self.lock:
@@ -132,7 +134,8 @@ class EmbeddedModel:
             logprobs: list[dict[str, Any]] | None = [] if top_logprobs else None
             n_vocab = llm.n_vocab()
             for token in llm.generate(tokens, temp=max(0.0, temperature), top_k=40, top_p=1.0,
-                                      min_p=0.0, repeat_penalty=1.0, grammar=grammar):
+                                      min_p=0.0, repeat_penalty=1.0, grammar=grammar,
+                                      frequency_penalty=frequency_penalty, presence_penalty=presence_penalty):
                 if token in self._stop_ids:
                     break
                 if logprobs is not None:
@@ -242,6 +245,8 @@ def make_embedded_handler() -> Any:
                     temperature=float(params.get("temperature") or 0.0),
                     schema=_schema_of(params.get("response_format")),
                     top_logprobs=int(top or 1) if params.get("logprobs") else None,
+                    frequency_penalty=float(params.get("frequency_penalty") or 0.0),
+                    presence_penalty=float(params.get("presence_penalty") or 0.0),
                 )
             except ContextTooSmall as exc:
                 raise ContextWindowExceededError(
