@@ -62,8 +62,9 @@ def prompt_version() -> str:
 
 
 @cache
-def load_prompt(name: str) -> Prompt:
-    text = resources.files(__package__).joinpath(f"prompts/{name}.md").read_text("utf-8")
+def load_prompt(name: str, folder: str = "prompts") -> Prompt:
+    """The prompt file ``<folder>/<name>.md`` of the package (``bench/prompts`` for the benchmark's)."""
+    text = resources.files(__package__).joinpath(f"{folder}/{name}.md").read_text("utf-8")
     text = re.sub(r"<!--.*?-->", "", text, flags=re.DOTALL)
     parts = _SECTION.split(text)
     turns = tuple((parts[i], parts[i + 1].strip()) for i in range(1, len(parts) - 1, 2))
