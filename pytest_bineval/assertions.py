@@ -144,7 +144,7 @@ def judge_error_message(evaluation: Evaluation) -> str:
 
 
 def _conclude(evaluation: Evaluation, thresholds: dict[str, float], ctx: TestContext | None,
-              checklist: Checklist, pinned: str) -> Evaluation:
+              checklist: Checklist, pinned: str, output: str, source: str | None) -> Evaluation:
     __tracebackhide__ = True
     errors = [v for v in evaluation.errors if v.dimension in thresholds]
     scores = evaluation.scores
@@ -153,7 +153,7 @@ def _conclude(evaluation: Evaluation, thresholds: dict[str, float], ctx: TestCon
     )
     outcome = "error" if errors else ("passed" if passed else "failed")
     if ctx is not None:
-        ctx.service.record(ctx, evaluation, thresholds, outcome, checklist, pinned)
+        ctx.service.record(ctx, evaluation, thresholds, outcome, checklist, pinned, output, source)
     if errors:
         raise BinevalJudgeError(judge_error_message(evaluation), errors)
     if not passed:
@@ -163,7 +163,7 @@ def _conclude(evaluation: Evaluation, thresholds: dict[str, float], ctx: TestCon
 
 async def _aprepare(output: Any, dimension: DimensionArg, source: Any, task: str | None,
                     threshold: Threshold | None, checklist: Checklist | None, model: str | None,
-                    ) -> tuple[Evaluation, dict[str, float], TestContext | None, Checklist, str]:
+                    ) -> tuple[Evaluation, dict[str, float], TestContext | None, Checklist, str, str, str | None]:
     from .judge import check_output
 
     check_output(output, source)
@@ -199,7 +199,7 @@ async def _aprepare(output: Any, dimension: DimensionArg, source: Any, task: str
         from . import aevaluate
 
         evaluation = await aevaluate(output, selected, source, model=model)
-    return evaluation, thresholds, ctx, selected, pinned
+    return evaluation, thresholds, ctx, selected, pinned, output, source
 
 
 def assert_passes(

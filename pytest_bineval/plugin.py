@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from .assertions import NoTaskError, TestContext, reset_current, set_current
-from .errors import BinevalJudgeError
+from .errors import BinevalError, BinevalJudgeError
 from .models import Checklist, Usage
 from .options import add_options, read_options
-from .session import BinevalService, PinError, pin_path
+from .session import BinevalService, pin_path
 
 SERVICE = pytest.StashKey[BinevalService]()
 CONTEXT = pytest.StashKey[TestContext]()
@@ -113,7 +113,7 @@ def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
         nodeid=item.nodeid,
         marker=_marker_kwargs(item),
         fixture_task=lambda: request.getfixturevalue("bineval_task"),
-        pin_path=pin_path(Path(path), item.name) if path is not None else None,
+        pin_path=pin_path(Path(path), item.nodeid.split("::", 1)[-1]) if path is not None else None,
     )
     item.stash[CONTEXT] = ctx
     token = set_current(ctx)
@@ -143,11 +143,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     ctx = item.stash.get(CONTEXT, None)
     if report.when != "call" or ctx is None:
         return report
-    if call.excinfo is not None and call.excinfo.errisinstance((NoTaskError, PinError, BinevalJudgeError)):
-        # Not a verdict on the output: the test could not be scored (reported as an error).
+    if call.excinfo is not None and call.excinfo.errisinstance((NoTaskError, BinevalError)):
+        # Not a verdict on the output: the test could not be scored (reported as an error, not a failure).
         report.bineval_error = True
         if not call.excinfo.errisinstance(BinevalJudgeError):
-            report.longrepr = str(call.excinfo.value)
+            report.longrepr = f"{call.excinfo.typename}: {call.excinfo.value}"
     for i, rec in enumerate(ctx.records):
         suffix = "" if len(ctx.records) == 1 else f"[{i}]"
         for dim, score in rec["scores"].items():

@@ -89,7 +89,7 @@ def summary_lines(records: Sequence[Record], tot: dict[str, Any]) -> list[tuple[
     for rec in records:
         outcome = rec["outcome"]
         markup = {"green": True} if outcome == "passed" else {"red": True, "bold": True}
-        label = {"passed": "PASSED", "failed": "FAILED", "error": "JUDGE ERROR"}.get(outcome, outcome.upper())
+        label = {"passed": "PASS", "failed": "BELOW THRESHOLD", "error": "JUDGE ERROR"}.get(outcome, outcome.upper())
         lines.append((f"{label} {rec['test']}: {score_line(rec)}", markup))
         if outcome != "passed":
             for v in _ordered_verdicts(rec):
@@ -101,7 +101,7 @@ def summary_lines(records: Sequence[Record], tot: dict[str, Any]) -> list[tuple[
                     lines.append((f"        -> judge error: {v.get('error')}", {"red": True}))
     cost = "unknown" if tot["cost_usd"] is None else f"${tot['cost_usd']:.4f}"
     lines.append((
-        f"evaluations: {tot['evaluations']} ({tot['passed']} passed, {tot['failed']} failed), "
+        f"evaluations: {tot['evaluations']} ({tot['passed']} passed, {tot['failed']} below threshold), "
         f"questions: {tot['questions']}, judge errors: {tot['judge_errors']}, "
         f"LLM calls: {tot['llm_calls']}, cache hits: {tot['cache_hits']}, "
         f"tokens: {tot['prompt_tokens']} prompt + {tot['completion_tokens']} completion, cost: {cost}",

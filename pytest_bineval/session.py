@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 PIN_DIR = "__bineval__"
 PIN_FORMAT = 1
+SOURCE_IN_REPORT = 4000  # characters of the source kept in a report record
 
 
 class PinError(BinevalError):
@@ -50,8 +51,8 @@ class Options:
 
 
 def pin_path(module_path: Path, test_name: str) -> Path:
-    """``__bineval__/<module stem>/<test name without parameters>.json`` beside the test module."""
-    base = re.sub(r"\[.*\]$", "", test_name)
+    """``__bineval__/<module stem>/<[Class.]test name without parameters>.json`` beside the test module."""
+    base = re.sub(r"\[.*\]$", "", test_name).replace("::", ".")
     safe = re.sub(r"[^\w.-]", "_", base)
     return module_path.parent / PIN_DIR / module_path.stem / f"{safe}.json"
 
@@ -156,7 +157,7 @@ class BinevalService:
         return checklist, "stale" if stale else "unpinned"
 
     def record(self, ctx: TestContext, evaluation: Evaluation, thresholds: dict[str, float], outcome: str,
-               checklist: Checklist, pinned: str) -> None:
+               checklist: Checklist, pinned: str, output: str = "", source: str | None = None) -> None:
         """Keep what the report needs (JSON-able, so pytest-xdist workers can send it)."""
         rec = {
             "test": ctx.nodeid,
@@ -164,6 +165,9 @@ class BinevalService:
             "model": evaluation.model,
             "checklist_model": checklist.model,
             "checklist_status": pinned,
+            "output": output,
+            "source": source if source is None or len(source) <= SOURCE_IN_REPORT else
+            source[:SOURCE_IN_REPORT] + f"… [{len(source) - SOURCE_IN_REPORT} more characters]",
             "dimensions": list(thresholds),
             "thresholds": thresholds,
             "scores": {d: evaluation.scores.get(d) for d in thresholds},

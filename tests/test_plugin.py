@@ -149,11 +149,11 @@ def test_pass_and_fail_with_reasons_section_and_summary(pytester: pytest.Pyteste
     # the end-of-run summary
     result.stdout.fnmatch_lines([
         "*= bineval summary =*",
-        "PASSED test_pass_and_fail_with_reasons_section_and_summary.py::test_good: fluency 1.00 >= 0.70",
-        "FAILED *::test_bad: consistency 0.50 < 0.80, fluency 1.00 >= 0.70",
+        "PASS test_pass_and_fail_with_reasons_section_and_summary.py::test_good: fluency 1.00 >= 0.70",
+        "BELOW THRESHOLD *::test_bad: consistency 0.50 < 0.80, fluency 1.00 >= 0.70",
         "    [[]consistency[]] Does the response meet consistency check 2?",
         "        -> no: scripted no for: Does the response meet consistency check 2?",
-        "evaluations: 2 (1 passed, 1 failed), questions: 6, judge errors: 0, LLM calls: *, cache hits: *",
+        "evaluations: 2 (1 passed, 1 below threshold), questions: 6, judge errors: 0, LLM calls: *, cache hits: *",
         "unpinned checklists: 2 *",
     ])
     assert result.stdout.str().count("- bineval -") == 1  # only under the failing test
@@ -165,6 +165,7 @@ def test_pass_and_fail_with_reasons_section_and_summary(pytester: pytest.Pyteste
     assert bad["scores"] == {"consistency": 0.5, "fluency": 1.0}
     assert bad["model"] == "pfake/judge"
     assert bad["task"] == "Summarize the article."
+    assert bad["output"] == "A wrong summary." and bad["source"] == "An article."
     assert {v["answer"] for v in bad["verdicts"]} == {"yes", "no"}
     assert all(v["explanation"] for v in bad["verdicts"])
     assert len(bad["questions"]) == 4 and bad["usage"]["llm_calls"] + bad["usage"]["cache_hits"] == 4
@@ -200,7 +201,7 @@ def test_thresholds_explicit_over_marker_over_cli_over_default(pytester: pytest.
     ''')
     result = pytester.runpytest("--bineval-report=r1.json")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["FAILED *::test_default: consistency 0.50 < 0.80"])
+    result.stdout.fnmatch_lines(["BELOW THRESHOLD *::test_default: consistency 0.50 < 0.80"])
     result = pytester.runpytest("--bineval-threshold=consistency=0.5")
     result.assert_outcomes(passed=3)  # the CLI lowers the default; the marker/explicit still win
     result = pytester.runpytest("--bineval-threshold=0.6", "-k", "not test_default")
@@ -339,6 +340,48 @@ def test_pinned_checklists_update_use_and_strict(pytester: pytest.Pytester) -> N
     result.stdout.fnmatch_lines(["*is stale (the task text changed since it was pinned)*"])
 
 
+def test_pins_of_same_named_methods_in_two_classes_do_not_collide(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makepyfile(test_cls='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        class TestA:
+            @pytest.mark.bineval(task="Task A")
+            def test_it(self):
+                assert_passes("x", dimension="fluency")
+
+        class TestB:
+            @pytest.mark.bineval(task="Task B")
+            def test_it(self):
+                assert_passes("x", dimension="fluency")
+    ''')
+    pytester.runpytest("--bineval-update-checklists").assert_outcomes(passed=2)
+    base = pytester.path / "__bineval__" / "test_cls"
+    assert json.loads((base / "TestA.test_it.json").read_text())["checklists"][0]["task"] == "Task A"
+    assert json.loads((base / "TestB.test_it.json").read_text())["checklists"][0]["task"] == "Task B"
+    pytester.runpytest("--bineval-strict").assert_outcomes(passed=2)
+
+
+def test_checklist_generation_failure_is_a_short_test_error(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makeconftest(CONFTEST.format(no=set(), boom=set(), task_must_contain="") + '''
+FAKE.rules["questions"] = lambda req: '{"questions": []}'
+''')
+    pytester.makepyfile('''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="T")
+        def test_gen():
+            assert_passes("x", dimension="fluency")
+    ''')
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*ChecklistGenerationError: step 2 (questions for dimension 'fluency') failed*"])
+    assert "checklist.py" not in result.stdout.str()  # a message, not a traceback through the engine
+
+
 def test_judge_error_is_a_test_error_never_a_pass(pytester: pytest.Pytester) -> None:
     make_project(pytester, boom=(Q.format("fluency", 2),))
     pytester.makepyfile('''
@@ -416,7 +459,7 @@ def test_xdist_two_workers_merge_one_summary_and_report(pytester: pytest.Pyteste
     result.assert_outcomes(passed=5, failed=1)
     out = result.stdout.str()
     assert out.count("= bineval summary =") == 1
-    result.stdout.fnmatch_lines(["evaluations: 6 (5 passed, 1 failed)*"])
+    result.stdout.fnmatch_lines(["evaluations: 6 (5 passed, 1 below threshold)*"])
     data = report_of(pytester)
     assert len(data["evaluations"]) == 6
     assert data["totals"]["llm_calls"] + data["totals"]["cache_hits"] > 0
@@ -465,7 +508,7 @@ def test_real_embedded_model_through_the_plugin(pytester: pytest.Pytester, tmp_p
     result = pytester.runpytest_subprocess("--bineval-strict", "--bineval-report=report.json",
                                            f"--bineval-cache-dir={tmp_path / 'cache'}", timeout=600)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*= bineval summary =*", "PASSED *test_real_judge: consistency *"])
+    result.stdout.fnmatch_lines(["*= bineval summary =*", "PASS *test_real_judge: consistency *"])
     (ev,) = report_of(pytester)["evaluations"]
     assert ev["model"] == "bineval/smollm2-135m-instruct"
     assert ev["checklist_status"] == "pinned"

@@ -198,7 +198,7 @@ class LLMClient:
                     value = validate(parse_json_object(str(hit["content"])))
                     p = hit.get("p_yes")
                     return Reply(value, str(hit["content"]), None if p is None else float(p),
-                                 Usage(cache_hits=1), cached=True)
+                                 Usage(cache_hits=1, cost_usd=0.0), cached=True)
                 except (ValueError, KeyError, TypeError):
                     pass  # an entry that no longer validates is recomputed
 

@@ -48,21 +48,33 @@ def ensure_provider(model: str) -> None:
 
         handler = make_embedded_handler()
         register_provider(EMBEDDED_PROVIDER, handler)
+        import logging
+
         from .client import import_litellm
 
-        import_litellm().register_model(
-            {
-                DEFAULT_MODEL: {
-                    "max_input_tokens": EMBEDDED_CONTEXT,
-                    "max_output_tokens": EMBEDDED_CONTEXT,
-                    "max_tokens": EMBEDDED_CONTEXT,
-                    "input_cost_per_token": 0.0,
-                    "output_cost_per_token": 0.0,
-                    "litellm_provider": EMBEDDED_PROVIDER,
-                    "mode": "chat",
-                }
+        litellm_logger = logging.getLogger("LiteLLM")  # it warns that a free local model has no cache pricing
+        level = litellm_logger.level
+        litellm_logger.setLevel(logging.ERROR)
+        try:
+            _register_embedded_model_info(import_litellm())
+        finally:
+            litellm_logger.setLevel(level)
+
+
+def _register_embedded_model_info(litellm: Any) -> None:
+    litellm.register_model(
+        {
+            DEFAULT_MODEL: {
+                "max_input_tokens": EMBEDDED_CONTEXT,
+                "max_output_tokens": EMBEDDED_CONTEXT,
+                "max_tokens": EMBEDDED_CONTEXT,
+                "input_cost_per_token": 0.0,
+                "output_cost_per_token": 0.0,
+                "litellm_provider": EMBEDDED_PROVIDER,
+                "mode": "chat",
             }
-        )
+        }
+    )
 
 
 def embedded_model() -> Any:

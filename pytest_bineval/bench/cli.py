@@ -1,0 +1,267 @@
+"""``bineval bench``: meta-evaluation of judging methods against human judgments and verifiers."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..llm.cache import CACHE_MODES
+from .specs import BENCH_DATASETS, METHODS
+
+__all__ = ["add_bench_parser", "cmd_bench", "config_from_args"]
+
+EPILOG = """\
+examples:
+  bineval bench summeval --docs 10 --method all
+  bineval bench qags-xsum --limit 100 --method unieval --method overlap
+  bineval bench summeval --docs 10 --model openai/gpt-4o-mini
+  bineval bench custom --data judged.jsonl --source-key input --output-key output \\
+      --score-key human.quality --task "Answer the customer's question politely."
+Results go to --out DIR as <dataset>-<model>.json and .md; the markdown table is printed.
+Every model call is cached (--cache-dir), so rerunning a command resumes an interrupted run.
+"""
+
+
+def _methods(values: list[str] | None) -> list[str]:
+    chosen: list[str] = []
+    for value in values or ["all"]:
+        for name in value.split(","):
+            name = name.strip()
+            if name == "all":
+                chosen.extend(METHODS)
+            elif name in METHODS:
+                chosen.append(name)
+            elif name:
+                raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)} or all")
+    return list(dict.fromkeys(chosen))
+
+
+def add_bench_parser(sub: Any) -> None:
+    """Register the ``bench`` subcommand on the ``bineval`` parser's subparsers."""
+    p = sub.add_parser(
+        "bench",
+        help="meta-evaluate judging methods against human judgments (SummEval, QAGS, ...)",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dataset", choices=list(BENCH_DATASETS), help="the benchmark data set")
+    p.add_argument(
+        "--model", default=None, help="judge model, a litellm model string (default: the embedded one)"
+    )
+    p.add_argument(
+        "--method",
+        action="append",
+        metavar="|".join([*METHODS, "all"]),
+        help="method(s) to run; repeatable or comma-separated (default: all)",
+    )
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--limit", type=int, default=None, metavar="N", help="the first N items")
+    size.add_argument(
+        "--docs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the first N groups (SummEval articles, dialogue contexts, prompts) with all their items",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals (default: 0)")
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="bootstrap resamples for the 95%% intervals (0: none; default: 1000)",
+    )
+    p.add_argument(
+        "--out", default="bench_results", metavar="DIR", help="output directory (default: bench_results)"
+    )
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="benchmark data directory (default: $BINEVAL_DATA_DIR or ../shared/data)",
+    )
+    p.add_argument(
+        "--dimension",
+        action="append",
+        metavar="NAME[=DEFINITION]",
+        help="only these dimensions of a built-in dataset; for custom data, the definition of a "
+        "score key's dimension (repeatable)",
+    )
+    p.add_argument(
+        "--checklist",
+        default=None,
+        metavar="FILE",
+        help="use this checklist JSON (from `bineval checklist`) instead of generating one",
+    )
+    custom = p.add_argument_group("custom data (DATASET = custom)")
+    custom.add_argument("--data", default=None, metavar="FILE", help="JSONL (or JSON list) of judged outputs")
+    custom.add_argument("--source-key", default=None, metavar="K", help="key of the source/input text")
+    custom.add_argument("--output-key", default=None, metavar="K", help="key of the judged output")
+    custom.add_argument(
+        "--score-key",
+        action="append",
+        metavar="K",
+        help="key of a human score (repeatable; dotted keys reach nested fields)",
+    )
+    custom.add_argument(
+        "--group-key",
+        default=None,
+        metavar="K",
+        help="key grouping outputs of one source (summary-level correlation; default: pooled)",
+    )
+    custom.add_argument("--task", default=None, metavar="TEXT", help="the task prompt the outputs answer")
+    custom.add_argument(
+        "--scale",
+        type=float,
+        nargs=2,
+        default=(1.0, 5.0),
+        metavar=("LOW", "HIGH"),
+        help="score scale of the geval method (default: 1 5)",
+    )
+    eng = p.add_argument_group("engine")
+    eng.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
+    eng.add_argument("--cache", choices=CACHE_MODES, default="on", help="reply cache mode (default: on)")
+    eng.add_argument(
+        "--cache-dir", default=".bineval_cache", help="cache directory (default: .bineval_cache)"
+    )
+    eng.add_argument(
+        "--concurrency", type=int, default=8, help="parallel requests to hosted models (default: 8)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_bench)
+
+
+def _custom(args: argparse.Namespace, definitions: dict[str, str]) -> Any:
+    from .runner import CustomData
+
+    given = [args.data, args.source_key, args.output_key, args.score_key, args.task]
+    if args.dataset != "custom":
+        if any(v for v in given) or args.group_key:
+            raise ValueError(
+                "--data/--source-key/--output-key/--score-key/--group-key/--task are for `custom` only"
+            )
+        return None
+    missing = [
+        flag
+        for flag, v in zip(
+            ("--data", "--source-key", "--output-key", "--score-key", "--task"), given, strict=True
+        )
+        if not v
+    ]
+    if missing:
+        raise ValueError(f"the custom dataset needs {', '.join(missing)}")
+    return CustomData(
+        path=args.data,
+        source_key=args.source_key,
+        output_key=args.output_key,
+        score_keys=tuple(args.score_key),
+        task=args.task,
+        group_key=args.group_key,
+        definitions=definitions,
+        scale=(float(args.scale[0]), float(args.scale[1])),
+    )
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that reproduces a run (options at their defaults left out)."""
+    parts = ["bineval", "bench", args.dataset]
+    options: list[tuple[str, Any, Any]] = [
+        ("--limit", args.limit, None),
+        ("--docs", args.docs, None),
+        ("--seed", args.seed, 0),
+        ("--bootstrap", args.bootstrap, 1000),
+        ("--data-dir", args.data_dir, None),
+        ("--checklist", args.checklist, None),
+        ("--data", args.data, None),
+        ("--source-key", args.source_key, None),
+        ("--output-key", args.output_key, None),
+        ("--group-key", args.group_key, None),
+        ("--task", args.task, None),
+        ("--api-base", args.api_base, None),
+        ("--cache-dir", args.cache_dir, ".bineval_cache"),
+        ("--out", args.out, "bench_results"),
+    ]
+    if args.model:
+        parts += ["--model", args.model]
+    methods = _methods(args.method)
+    if methods != list(METHODS):
+        parts += ["--method", ",".join(methods)]
+    for flag, value, default in options:
+        if value is not None and value != default:
+            parts += [flag, str(value)]
+    for key in args.score_key or []:
+        parts += ["--score-key", key]
+    for d in args.dimension or []:
+        parts += ["--dimension", d]
+    if args.dataset == "custom" and tuple(args.scale) != (1.0, 5.0):
+        parts += ["--scale", f"{args.scale[0]:g}", f"{args.scale[1]:g}"]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~pytest_bineval.bench.runner.BenchConfig` of parsed arguments."""
+    from ..engine import Settings
+    from ..models import Checklist
+    from .runner import BenchConfig
+
+    names: list[str] = []
+    definitions: dict[str, str] = {}
+    for d in args.dimension or []:
+        name, sep, definition = d.partition("=")
+        if sep:
+            definitions[name.strip()] = definition.strip()
+        elif args.dataset != "custom":
+            names.append(name.strip())
+    if definitions and args.dataset != "custom":
+        raise ValueError(
+            "--dimension NAME=DEFINITION is for custom data; built-in datasets take --dimension NAME"
+        )
+    for flag, value in (("--limit", args.limit), ("--docs", args.docs)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be >= 1")
+    if args.bootstrap < 0:
+        raise ValueError("--bootstrap must be >= 0")
+    checklist = None
+    if args.checklist:
+        checklist = Checklist.model_validate_json(Path(args.checklist).read_text(encoding="utf-8"))
+    settings = Settings(
+        model=args.model,
+        api_base=args.api_base,
+        cache=args.cache,
+        cache_dir=args.cache_dir,
+        concurrency=args.concurrency,
+    )
+    command = _command(args)
+    return BenchConfig(
+        dataset=args.dataset,
+        settings=settings,
+        methods=_methods(args.method),
+        limit=args.limit,
+        docs=args.docs,
+        seed=args.seed,
+        bootstrap=args.bootstrap,
+        data_dir=args.data_dir,
+        dimensions=names,
+        checklist=checklist,
+        custom=_custom(args, definitions),
+        quiet=args.quiet,
+        command=command,
+    )
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark, write ``<dataset>-<model>.json`` / ``.md`` to ``--out``, print the table."""
+    from .report import render_markdown
+    from .runner import run_bench, write_results
+
+    config = config_from_args(args)
+    result = asyncio.run(run_bench(config))
+    markdown = render_markdown(result)
+    json_path, md_path = write_results(result, markdown, args.out)
+    sys.stdout.write(markdown)
+    print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,284 @@
+"""Running a benchmark: load the items, run each method over them (one model, one cache), compute figures.
+
+Every model call goes through the engine's reply cache, so rerunning the same command is served from
+the cache and an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..engine import Engine, Settings
+from ..errors import BinevalError
+from ..llm.providers import is_embedded
+from ..models import Checklist, Usage
+from . import datasets as ds
+from .methods import ItemResult, Method, make_method
+from .report import figures
+from .specs import BENCH_DATASETS, METHODS, SPECS, DatasetSpec, Scale, custom_spec
+
+__all__ = ["BenchConfig", "CustomData", "MethodRun", "load_items", "model_slug", "run_bench", "write_results"]
+
+
+@dataclass(frozen=True)
+class CustomData:
+    """``--data FILE --source-key K --output-key K --score-key K... [--group-key K] --task TEXT``."""
+
+    path: str
+    source_key: str
+    output_key: str
+    score_keys: tuple[str, ...]
+    task: str
+    group_key: str | None = None
+    definitions: dict[str, str] = field(default_factory=dict)
+    scale: tuple[float, float] = (1.0, 5.0)
+
+
+@dataclass
+class BenchConfig:
+    dataset: str
+    settings: Settings
+    methods: Sequence[str] = METHODS
+    limit: int | None = None
+    docs: int | None = None
+    seed: int = 0
+    bootstrap: int = 1000
+    data_dir: str | None = None
+    dimensions: Sequence[str] = ()
+    checklist: Checklist | None = None
+    custom: CustomData | None = None
+    quiet: bool = False
+    command: str = ""
+
+    @property
+    def model(self) -> str:
+        return self.settings.judge_model
+
+
+@dataclass
+class MethodRun:
+    """One method over all items: per-item results, cost, and why it did not run (if it did not)."""
+
+    name: str
+    results: list[ItemResult] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    prepare_usage: Usage = field(default_factory=Usage)
+    wall_seconds: float = 0.0
+    status: str = "ok"
+    reason: str | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def model_slug(model: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
+
+
+# --------------------------------------------------------------------------------------------------
+# data
+
+
+def _first_groups(items: list[ds.Item], n: int) -> list[ds.Item]:
+    keep: set[str] = set()
+    out: list[ds.Item] = []
+    for item in items:
+        if item.group not in keep:
+            if len(keep) >= n:
+                continue
+            keep.add(item.group)
+        out.append(item)
+    return out
+
+
+def _custom_items(custom: CustomData, limit: int | None) -> list[ds.Item]:
+    return ds.load_custom(
+        custom.path,
+        custom.source_key,
+        custom.output_key,
+        list(custom.score_keys),
+        group_key=custom.group_key,
+        limit=limit,
+    )
+
+
+def _custom_spec(custom: CustomData, items: list[ds.Item]) -> DatasetSpec:
+    ranges: dict[str, Scale] = {}
+    for key in custom.score_keys:
+        values = [it.human[key] for it in items if key in it.human]
+        ranges[key] = Scale(min(values), max(values)) if values else Scale(0.0, 1.0)
+    return custom_spec(
+        custom.task,
+        custom.score_keys,
+        custom.definitions,
+        ranges,
+        Scale(*custom.scale),
+        grouped=custom.group_key is not None,
+    )
+
+
+def load_items(config: BenchConfig) -> tuple[DatasetSpec, list[ds.Item]]:
+    """The dataset's spec (restricted to ``config.dimensions``) and its items (``--limit`` / ``--docs``)."""
+    if config.dataset not in BENCH_DATASETS:
+        raise ValueError(f"unknown dataset {config.dataset!r}; expected one of {', '.join(BENCH_DATASETS)}")
+    if config.limit is not None and config.docs is not None:
+        raise ValueError("give --limit or --docs, not both")
+    if config.dataset == "custom":
+        if config.custom is None:
+            raise ValueError("the custom dataset needs --data, --source-key, --output-key, --score-key and --task")
+        items = _custom_items(config.custom, config.limit if config.docs is None else None)
+        spec = _custom_spec(config.custom, items)
+    else:
+        name = BENCH_DATASETS[config.dataset]
+        if name == "summeval" and config.docs is not None:
+            items = ds.load_summeval(config.data_dir, limit_docs=config.docs)
+        else:
+            items = ds.load_dataset(name, config.data_dir, None)
+        spec = SPECS[config.dataset]
+    if config.docs is not None:
+        items = _first_groups(items, config.docs)
+    if config.limit is not None:
+        items = items[: config.limit]
+    spec = spec.select(list(config.dimensions))
+    missing = [d for d in spec.dimension_names if any(d not in it.human for it in items)]
+    if missing:
+        raise ValueError(f"some items have no human score for {missing}")
+    return spec, items
+
+
+# --------------------------------------------------------------------------------------------------
+# running
+
+
+def _progress(quiet: bool) -> Any:
+    if quiet or not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+
+
+async def _run_method(method: Method, items: list[ds.Item], concurrency: int, progress: Any, label: str) -> MethodRun:
+    run = MethodRun(method.name)
+    if method.unavailable is not None:
+        run.status, run.reason = "n/a", method.unavailable
+        run.results = [await method.score(item) for item in items]
+        return run
+    task = progress.add_task(label, total=len(items)) if progress is not None else None
+    started = time.perf_counter()
+    try:
+        await method.prepare()
+    except BinevalError as exc:
+        run.status, run.reason = "error", f"{type(exc).__name__}: {exc}"
+        run.prepare_usage = method.prepare_usage
+        run.wall_seconds = time.perf_counter() - started
+        run.results = [ItemResult() for _ in items]
+        if progress is not None:
+            progress.update(task, completed=len(items))
+        return run
+    run.prepare_usage = method.prepare_usage
+    semaphore = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(item: ds.Item) -> ItemResult:
+        async with semaphore:
+            result = await method.score(item)
+        if progress is not None:
+            progress.advance(task)
+        return result
+
+    if concurrency <= 1:  # in order: consecutive items share their source (prefix reuse)
+        run.results = [await one(item) for item in items]
+    else:
+        run.results = list(await asyncio.gather(*(one(item) for item in items)))
+    run.wall_seconds = time.perf_counter() - started
+    run.usage = Usage.total(r.usage for r in run.results)
+    run.notes = dict(method.notes)
+    return run
+
+
+async def run_methods(config: BenchConfig, spec: DatasetSpec, items: list[ds.Item], engine: Engine) -> list[MethodRun]:
+    """Run every requested method; methods that do not apply to the dataset are reported as n/a."""
+    runs: list[MethodRun] = []
+    concurrency = 1 if is_embedded(config.model) else config.settings.concurrency
+    progress = _progress(config.quiet)
+    ctx: AbstractContextManager[Any] = progress if progress is not None else nullcontext()
+    with ctx:
+        for name in config.methods:
+            if name not in spec.methods:
+                runs.append(MethodRun(name, status="n/a", reason=f"not applicable to {spec.name}"))
+                continue
+            method = make_method(name, engine, config.model, spec, config.checklist)
+            run = await _run_method(method, items, concurrency, progress, f"{spec.name} {name}")
+            if name == "bineval" and getattr(method, "checklist", None) is not None:
+                run.notes["checklist"] = method.checklist.model_dump(mode="json")  # type: ignore[attr-defined]
+            runs.append(run)
+    return runs
+
+
+async def run_bench(config: BenchConfig) -> dict[str, Any]:
+    """Run the benchmark described by ``config`` and return the JSON-ready result."""
+    spec, items = load_items(config)
+    if not items:
+        raise ValueError("no items selected")
+    engine = Engine(config.settings)
+    started = time.perf_counter()
+    try:
+        runs = await run_methods(config, spec, items, engine)
+    finally:
+        engine.close()
+    result: dict[str, Any] = {
+        "dataset": config.dataset,
+        "model": config.model,
+        "bineval_version": __version__,
+        "command": config.command,
+        "task": spec.task,
+        "protocol": spec.protocol,
+        "subset": {
+            "limit": config.limit,
+            "docs": config.docs,
+            "n_items": len(items),
+            "n_groups": len({it.group for it in items}),
+            "dimensions": spec.dimension_names,
+        },
+        "seed": config.seed,
+        "bootstrap_resamples": config.bootstrap,
+        "wall_seconds": time.perf_counter() - started,
+    }
+    result.update(figures(spec, items, runs, bootstrap=config.bootstrap, seed=config.seed))
+    return result
+
+
+def write_results(result: dict[str, Any], markdown: str, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``<dataset>-<model-slug>.json`` and ``.md`` into ``out_dir``."""
+    import json
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{result['dataset']}-{model_slug(str(result['model']))}"
+    json_path, md_path = out / f"{stem}.json", out / f"{stem}.md"
+    json_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    md_path.write_text(markdown, encoding="utf-8")
+    return json_path, md_path
