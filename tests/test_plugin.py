@@ -73,7 +73,11 @@ def test_bad():
 '''
 
 
+QUIET_INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+
+
 def test_help_lists_the_option_group_without_loading_litellm(pytester: pytest.Pytester) -> None:
+    pytester.makeini(QUIET_INI)
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines([
         "*LLM output tests with binary checklists (pytest-bineval)*",
@@ -466,6 +470,7 @@ def test_xdist_two_workers_merge_one_summary_and_report(pytester: pytest.Pyteste
 
 
 def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
+    pytester.makeini(QUIET_INI)
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest("-p", "no:bineval", "--help")
     assert "--bineval-model" not in result.stdout.str()
