@@ -38,6 +38,9 @@ _TRANSIENT = (
 def import_litellm() -> Any:
     """Import litellm lazily, offline-safe (no price-list download at import)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # litellm's provider modules load lazily and pydantic warns about their ReadOnly TypedDicts: noise
+    # for our users, filtered by its exact message (pytest applies the same filter through the plugin).
+    warnings.filterwarnings("ignore", message=r".*ReadOnly.*qualifier", category=UserWarning)
     with warnings.catch_warnings():
         # litellm's pydantic types emit UserWarnings about ReadOnly TypedDicts when first built
         warnings.simplefilter("ignore", UserWarning)
