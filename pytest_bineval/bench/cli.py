@@ -50,9 +50,7 @@ def add_bench_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("dataset", choices=list(BENCH_DATASETS), help="the benchmark data set")
-    p.add_argument(
-        "--model", default=None, help="judge model, a litellm model string (default: the embedded one)"
-    )
+    p.add_argument("--model", default=None, help="judge model, a litellm model string (default: the embedded one)")
     p.add_argument(
         "--method",
         action="append",
@@ -76,9 +74,7 @@ def add_bench_parser(sub: Any) -> None:
         metavar="N",
         help="bootstrap resamples for the 95%% intervals (0: none; default: 1000)",
     )
-    p.add_argument(
-        "--out", default="bench_results", metavar="DIR", help="output directory (default: bench_results)"
-    )
+    p.add_argument("--out", default="bench_results", metavar="DIR", help="output directory (default: bench_results)")
     p.add_argument(
         "--data-dir",
         default=None,
@@ -125,12 +121,8 @@ def add_bench_parser(sub: Any) -> None:
     eng = p.add_argument_group("engine")
     eng.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
     eng.add_argument("--cache", choices=CACHE_MODES, default="on", help="reply cache mode (default: on)")
-    eng.add_argument(
-        "--cache-dir", default=".bineval_cache", help="cache directory (default: .bineval_cache)"
-    )
-    eng.add_argument(
-        "--concurrency", type=int, default=8, help="parallel requests to hosted models (default: 8)"
-    )
+    eng.add_argument("--cache-dir", default=".bineval_cache", help="cache directory (default: .bineval_cache)")
+    eng.add_argument("--concurrency", type=int, default=8, help="parallel requests to hosted models (default: 8)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
 
@@ -141,15 +133,11 @@ def _custom(args: argparse.Namespace, definitions: dict[str, str]) -> Any:
     given = [args.data, args.source_key, args.output_key, args.score_key, args.task]
     if args.dataset != "custom":
         if any(v for v in given) or args.group_key:
-            raise ValueError(
-                "--data/--source-key/--output-key/--score-key/--group-key/--task are for `custom` only"
-            )
+            raise ValueError("--data/--source-key/--output-key/--score-key/--group-key/--task are for `custom` only")
         return None
     missing = [
         flag
-        for flag, v in zip(
-            ("--data", "--source-key", "--output-key", "--score-key", "--task"), given, strict=True
-        )
+        for flag, v in zip(("--data", "--source-key", "--output-key", "--score-key", "--task"), given, strict=True)
         if not v
     ]
     if missing:
@@ -217,9 +205,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         elif args.dataset != "custom":
             names.append(name.strip())
     if definitions and args.dataset != "custom":
-        raise ValueError(
-            "--dimension NAME=DEFINITION is for custom data; built-in datasets take --dimension NAME"
-        )
+        raise ValueError("--dimension NAME=DEFINITION is for custom data; built-in datasets take --dimension NAME")
     for flag, value in (("--limit", args.limit), ("--docs", args.docs)):
         if value is not None and value < 1:
             raise ValueError(f"{flag} must be >= 1")

@@ -37,9 +37,7 @@ def _correlation(
     return stats.pooled(pairs, ci_resamples=bootstrap, seed=seed)
 
 
-def _distribution(
-    dim: Dimension, variant: str, metric: list[float | None], human: list[float]
-) -> dict[str, Any]:
+def _distribution(dim: Dimension, variant: str, metric: list[float | None], human: list[float]) -> dict[str, Any]:
     """Ceiling and spread, with the metric mapped affinely onto the human scale when it is bounded."""
     scale = variant_scale(variant, dim)
     hs = dim.human_scale
@@ -123,9 +121,7 @@ def audit(spec: DatasetSpec, run: MethodRun) -> dict[str, Any]:
             ],
             "mean_abs_phi": sum(defined) / len(defined) if defined else None,
             "n_pairs_undefined": sum(v is None for v in matrix.phi.values()),
-            "redundant_pairs": [
-                {"a": a, "b": b, "phi": v} for a, b, v in matrix.redundant_pairs(REDUNDANT_PHI)
-            ],
+            "redundant_pairs": [{"a": a, "b": b, "phi": v} for a, b, v in matrix.redundant_pairs(REDUNDANT_PHI)],
             "phi": matrix.to_dict()["pairs"],
         }
     return out
@@ -253,9 +249,7 @@ def _correlation_rows(result: dict[str, Any], dims: list[str]) -> list[list[str]
                 )
             if len(dims) > 1:
                 avg = v["average"]
-                rows.append(
-                    [variant, "**average**", _f(avg["spearman"]), _f(avg["kendall"]), _f(avg["pearson"]), ""]
-                )
+                rows.append([variant, "**average**", _f(avg["spearman"]), _f(avg["kendall"]), _f(avg["pearson"]), ""])
     return rows
 
 
@@ -296,17 +290,20 @@ def _cost_rows(result: dict[str, Any]) -> list[list[str]]:
     rows = []
     for name, entry in result["methods"].items():
         if entry["status"] != "ok":
-            rows.append([name, "n/a", "", "", "", "", "", ""])
+            rows.append([name, "n/a", "", "", "", "", "", "", ""])
             continue
         c = entry["cost"]
         cost_usd = "" if c["cost_usd"] is None else f"{c['cost_usd']:.4f}"
+        setup = c["setup"]["llm_calls"] + c["setup"]["cache_hits"]
+        calls = f"{c['llm_calls']}" + (f" (setup {c['setup']['llm_calls']})" if setup else "")
         rows.append(
             [
                 name,
-                str(c["llm_calls"]),
+                calls,
                 str(c["cache_hits"]),
                 str(c["prompt_tokens"]),
                 str(c["completion_tokens"]),
+                _f(c["wall_seconds"], 0),
                 _f(c["seconds_per_item"], 2),
                 str(c["errors"]),
                 cost_usd,
@@ -361,11 +358,7 @@ def _audit_lines(result: dict[str, Any]) -> list[str]:
             "",
             f"**{dim}** — mean |phi| {mean_phi}; redundant pairs (|phi| > {REDUNDANT_PHI}): "
             + (", ".join(f"{p['a']}~{p['b']} ({p['phi']:+.2f})" for p in a["redundant_pairs"]) or "none")
-            + (
-                f"; {a['n_pairs_undefined']} pair(s) undefined (a constant question)"
-                if a["n_pairs_undefined"]
-                else ""
-            ),
+            + (f"; {a['n_pairs_undefined']} pair(s) undefined (a constant question)" if a["n_pairs_undefined"] else ""),
             "",
         ]
         rows = [[q["id"], _f(q["yes_rate"], 2), q["text"].replace("|", "\\|")] for q in a["questions"]]
@@ -375,8 +368,7 @@ def _audit_lines(result: dict[str, Any]) -> list[str]:
             phi = {(p["a"], p["b"]): p["phi"] for p in a["phi"]}
             header = ["phi", *ids]
             matrix = [
-                [qa] + ["1" if qa == qb else _f(phi.get((qa, qb), phi.get((qb, qa))), 2) for qb in ids]
-                for qa in ids
+                [qa] + ["1" if qa == qb else _f(phi.get((qa, qb), phi.get((qb, qa))), 2) for qb in ids] for qa in ids
             ]
             lines += ["", *_table(header, matrix)]
     return lines
@@ -431,9 +423,16 @@ def render_markdown(result: dict[str, Any]) -> str:
     )
     lines += ["", "Cost:", ""]
     lines += _table(
-        ["method", "LLM calls", "cache hits", "prompt tok", "completion tok", "s/item", "errors", "USD"],
+        ["method", "LLM calls", "cache hits", "prompt tok", "completion tok", "wall s", "s/item", "errors", "USD"],
         _cost_rows(result),
     )
+    notes = [
+        f"- {name}: " + "; ".join(f"{k}: {v}" for k, v in entry["notes"].items())
+        for name, entry in result["methods"].items()
+        if entry.get("notes")
+    ]
+    if notes:
+        lines += ["", "Notes:", "", *notes]
     if result.get("audit"):
         lines += ["", "Question audit (bineval checklist):"]
         lines += _audit_lines(result)

