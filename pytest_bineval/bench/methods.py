@@ -22,8 +22,6 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from ..engine import Engine
@@ -32,13 +30,12 @@ from ..llm.cache import cache_key
 from ..llm.client import CallError, LLMClient
 from ..llm.providers import is_embedded
 from ..models import Checklist, Evaluation, Question, Usage
-from ..prompting import delimit
+from ..prompting import Prompt, delimit, load_prompt
 from .datasets import Item
 from .specs import IFBENCH_TASK, DatasetSpec, Dimension, Scale, ifbench_question
 
 __all__ = [
     "VARIANTS",
-    "BenchPrompt",
     "BinevalMethod",
     "GevalMethod",
     "ItemResult",
@@ -59,7 +56,6 @@ GEVAL_SCHEMA_NAME = "geval_score"
 UNIEVAL_SCHEMA_NAME = "unieval_answer"
 LIKELIHOOD_VERSION = "1"
 
-_SECTION = re.compile(r"^## (system|user)\s*$", re.MULTILINE)
 _WORD = re.compile(r"\w+")
 
 
@@ -67,43 +63,9 @@ _WORD = re.compile(r"\w+")
 # prompts
 
 
-_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
-
-
-@dataclass(frozen=True)
-class BenchPrompt:
-    """A system + user prompt with ``{{name}}`` placeholders (filled by plain substitution)."""
-
-    name: str
-    system: str
-    user: str
-
-    def messages(self, **values: str) -> list[dict[str, str]]:
-        return [
-            {"role": "system", "content": self._fill(self.system, values)},
-            {"role": "user", "content": self._fill(self.user, values)},
-        ]
-
-    def _fill(self, template: str, values: dict[str, str]) -> str:
-        def sub(match: re.Match[str]) -> str:
-            key = match.group(1)
-            if key not in values:
-                raise KeyError(f"bench prompt {self.name!r} needs a value for {{{{{key}}}}}")
-            return values[key]
-
-        return _PLACEHOLDER.sub(sub, template)
-
-
-@cache
-def load_bench_prompt(name: str) -> BenchPrompt:
-    """A prompt file of ``pytest_bineval/bench/prompts/`` (``## system`` and ``## user`` sections)."""
-    text = resources.files(__package__).joinpath(f"prompts/{name}.md").read_text("utf-8")
-    text = re.sub(r"<!--.*?-->", "", text, flags=re.DOTALL)
-    parts = _SECTION.split(text)
-    sections = {parts[i]: parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
-    if set(sections) != {"system", "user"}:
-        raise ValueError(f"bench prompt file {name}.md must have a '## system' and a '## user' section")
-    return BenchPrompt(name, sections["system"], sections["user"])
+def load_bench_prompt(name: str) -> Prompt:
+    """A prompt file of ``pytest_bineval/bench/prompts/`` (same format and loader as the engine's prompts)."""
+    return load_prompt(name, "bench/prompts")
 
 
 def _judge_values(spec: DatasetSpec, item: Item) -> dict[str, str]:
