@@ -232,3 +232,91 @@ def test_missing_llama_cpp_says_what_to_install(monkeypatch: pytest.MonkeyPatch,
         _evaluate_with_default_model()
     assert "llama-cpp-python" in str(info.value)
     assert INSTALL in str(info.value)
+
+
+# --------------------------------------------------------------------------------------------------
+# the decoding loop of the embedded model (llm/local.py)
+
+
+@pytest.fixture(scope="module")
+def embedded() -> Any:
+    from pytest_bineval.llm.providers import embedded_model
+
+    return embedded_model()
+
+
+CHAT = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": f"Article: {ARTICLE}\n\nIs the pool free for adults? Answer and explain."},
+]
+VERDICT = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "enum": ["yes", "no"]},
+                   "explanation": {"type": "string", "maxLength": 80}},
+    "required": ["answer", "explanation"],
+    "additionalProperties": False,
+}
+
+
+@local_model
+def test_greedy_decoding_matches_llama_cpp(embedded: Any) -> None:
+    """Without a grammar our loop is plain greedy decoding: the same tokens as llama.cpp's own sampler."""
+    text, _, n_prompt, n_out = embedded.chat(CHAT, max_tokens=24, temperature=0.0, schema=None, top_logprobs=None)
+    llm = embedded._load()
+    ref: list[int] = []
+    for token in llm.generate(embedded.prompt_tokens(CHAT), temp=0.0, top_k=1, repeat_penalty=1.0):
+        if token in embedded._stop_ids or len(ref) == 24:
+            break
+        ref.append(token)
+    assert text == llm.detokenize(ref).decode("utf-8", "replace")
+    assert (n_prompt, n_out) == (len(embedded.prompt_tokens(CHAT)), len(ref))
+
+
+@local_model
+@pytest.mark.parametrize("temperature", [0.0, 1.5])
+def test_schema_output_is_valid_json_greedy_and_sampled(embedded: Any, temperature: float) -> None:
+    text, logprobs, _, n_out = embedded.chat(CHAT, max_tokens=80, temperature=temperature, schema=VERDICT,
+                                            top_logprobs=3)
+    obj = json.loads(text)
+    assert obj["answer"] in ("yes", "no") and set(obj) == {"answer", "explanation"}
+    assert logprobs is not None and len(logprobs) == n_out
+    assert all(len(e["top_logprobs"]) == 3 and e["logprob"] <= 0.0 for e in logprobs)
+
+
+@local_model
+def test_presence_penalty_forbids_repeating_a_token(embedded: Any) -> None:
+    ask = [{"role": "user", "content": "Count from 1 to 20, separated by commas."}]
+    llm = embedded._load()
+
+    def tokens(text: str) -> list[int]:
+        return list(llm.tokenize(text.encode(), add_bos=False, special=False))
+
+    plain, *_ = embedded.chat(ask, max_tokens=30, temperature=0.0, schema=None, top_logprobs=None)
+    assert len(set(tokens(plain))) < len(tokens(plain)), plain  # "1, 2, 3": the comma repeats
+    penalized, *_ = embedded.chat(ask, max_tokens=30, temperature=0.0, schema=None, top_logprobs=None,
+                                  presence_penalty=100.0)
+    assert penalized and len(set(tokens(penalized))) == len(tokens(penalized)), penalized
+
+
+@local_model
+def test_batched_likelihood_equals_token_by_token(embedded: Any) -> None:
+    """continuation_logprobs evaluates the continuation in one batch; check it against one-token steps."""
+    import llama_cpp
+    import numpy as np
+
+    got = embedded.continuation_logprobs(CHAT, SUMMARY)
+    llm = embedded._load()
+    cont = llm.tokenize(SUMMARY.encode(), add_bos=False, special=False)
+    llm.reset()
+    llm.eval(embedded.prompt_tokens(CHAT))
+    want = []
+    for token in cont:
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(llm.n_vocab(),))
+        logits = logits.astype(np.float64)
+        want.append(float(logits[token] - np.log(np.exp(logits - logits.max()).sum()) - logits.max()))
+        llm.eval([token])
+    assert len(got) == len(cont) > 10
+    # Batched and one-token matrix kernels of a quantized model round differently: close, not equal.
+    assert float(np.mean(np.abs(np.subtract(got, want)))) < 0.05
+    assert float(np.corrcoef(got, want)[0, 1]) > 0.99
+    assert np.mean(got) > -6.0  # a fluent summary of the article is not noise to the model

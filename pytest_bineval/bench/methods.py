@@ -54,7 +54,7 @@ __all__ = [
 
 GEVAL_SCHEMA_NAME = "geval_score"
 UNIEVAL_SCHEMA_NAME = "unieval_answer"
-LIKELIHOOD_VERSION = "1"
+LIKELIHOOD_VERSION = "2"
 
 _WORD = re.compile(r"\w+")
 

@@ -368,7 +368,7 @@ def _audit_lines(result: dict[str, Any]) -> list[str]:
             phi = {(p["a"], p["b"]): p["phi"] for p in a["phi"]}
             header = ["phi", *ids]
             matrix = [
-                [qa] + ["1" if qa == qb else _f(phi.get((qa, qb), phi.get((qb, qa))), 2) for qb in ids] for qa in ids
+                [qa] + ["—" if qa == qb else _f(phi.get((qa, qb), phi.get((qb, qa))), 2) for qb in ids] for qa in ids
             ]
             lines += ["", *_table(header, matrix)]
     return lines

@@ -11,6 +11,7 @@ the logits, in OpenAI's format, so that P(yes) is computed by the same code as f
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import importlib.util
 import json
 import os
@@ -78,6 +79,7 @@ class EmbeddedModel:
         self._llm: Any = None
         self._formatter: Any = None
         self._stop_ids: set[int] = set()
+        self._grammars: dict[str, str] = {}
 
     def _load(self) -> Any:
         if self._llm is None:
@@ -118,51 +120,96 @@ class EmbeddedModel:
         frequency_penalty: float = 0.0,
         presence_penalty: float = 0.0,
     ) -> tuple[str, list[dict[str, Any]] | None, int, int]:
-        """Generate a reply; returns (text, OpenAI-style logprobs content, prompt and completion tokens)."""
+        """Generate a reply; returns (text, OpenAI-style logprobs content, prompt and completion tokens).
+
+        Decoding is our own loop over llama.cpp's logits: penalties as in OpenAI's API (over the
+        generated tokens), greedy at temperature 0, else top-k 40 sampling with a fixed seed. The JSON
+        schema's grammar is checked on the chosen token first and applied to the whole vocabulary only
+        when that token is rejected (llama.cpp's own shortcut; a full pass costs ~10 ms per token here).
+        Logprobs are the model's, before the grammar.
+        """
         with self.lock:
             llm = self._load()
             llama_cpp = _import_llama_cpp()
+            import numpy as np
+
             tokens = self.prompt_tokens(messages)
             if len(tokens) + max_tokens > self.n_ctx:
                 raise ContextTooSmall(len(tokens), max_tokens, self.n_ctx)
-            grammar = None
-            if schema is not None:
-                grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-            import numpy as np
-
+            self._eval_prompt(llm, tokens)
+            grammar = _Grammar(llama_cpp, llm, self._gbnf(schema)) if schema is not None else None
+            rng = np.random.default_rng(0)
             out: list[int] = []
+            counts: dict[int, int] = {}
             logprobs: list[dict[str, Any]] | None = [] if top_logprobs else None
             n_vocab = llm.n_vocab()
-            for token in llm.generate(tokens, temp=max(0.0, temperature), top_k=40, top_p=1.0,
-                                      min_p=0.0, repeat_penalty=1.0, grammar=grammar,
-                                      frequency_penalty=frequency_penalty, presence_penalty=presence_penalty):
-                if token in self._stop_ids:
-                    break
-                if logprobs is not None:
+            try:
+                while len(out) < max_tokens:
                     ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
-                    logits = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)
-                    logz = float(np.log(np.exp(logits - logits.max()).sum()) + logits.max())
-                    k = min(int(top_logprobs or 1), n_vocab)
-                    part = np.argpartition(logits, -k)[-k:]
-                    top = part[np.argsort(logits[part])[::-1]]
-                    logprobs.append({
-                        "token": self._piece(llm, token),
-                        "logprob": float(logits[token] - logz),
-                        "bytes": None,
-                        "top_logprobs": [
-                            {"token": self._piece(llm, int(t)), "logprob": float(logits[t] - logz), "bytes": None}
-                            for t in top
-                        ],
-                    })
-                out.append(token)
-                if len(out) >= max_tokens:
-                    break
+                    raw = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)
+                    logits = raw.copy()
+                    for t, c in counts.items():
+                        logits[t] -= frequency_penalty * c + presence_penalty
+                    token = _choose(logits, temperature, grammar, rng)
+                    if token in self._stop_ids:
+                        break
+                    if logprobs is not None:
+                        logprobs.append(self._logprob_entry(llm, raw, token, int(top_logprobs or 1)))
+                    if grammar is not None:
+                        grammar.accept(token)
+                    out.append(token)
+                    counts[token] = counts.get(token, 0) + 1
+                    if len(out) < max_tokens:
+                        llm.eval([token])
+            finally:
+                if grammar is not None:
+                    grammar.free()
             text = llm.detokenize(out).decode("utf-8", "replace")
             return text, logprobs, len(tokens), len(out)
 
+    def _gbnf(self, schema: dict[str, Any]) -> str:
+        """The llama.cpp grammar of a JSON schema (converted once per schema)."""
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            self._grammars[key] = json_schema_to_gbnf(json.dumps(schema))
+        return self._grammars[key]
+
+    @staticmethod
+    def _eval_prompt(llm: Any, tokens: list[int]) -> None:
+        """Evaluate ``tokens``, reusing the longest prefix already in the KV cache (at least one token
+        is re-evaluated so that the last position's logits are fresh)."""
+        cached = llm.input_ids[: llm.n_tokens].tolist()
+        common = 0
+        for a, b in zip(cached, tokens, strict=False):
+            if a != b:
+                break
+            common += 1
+        llm.n_tokens = min(common, len(tokens) - 1)
+        llm.eval(tokens[llm.n_tokens:])
+
+    def _logprob_entry(self, llm: Any, logits: Any, token: int, k: int) -> dict[str, Any]:
+        import numpy as np
+
+        top = logits.max()
+        logz = float(np.log(np.exp(logits - top).sum()) + top)
+        k = min(k, len(logits))
+        part = np.argpartition(logits, -k)[-k:]
+        best = part[np.argsort(logits[part])[::-1]]
+        return {
+            "token": self._piece(llm, token),
+            "logprob": float(logits[token] - logz),
+            "bytes": None,
+            "top_logprobs": [
+                {"token": self._piece(llm, int(t)), "logprob": float(logits[t] - logz), "bytes": None} for t in best
+            ],
+        }
+
     def continuation_logprobs(self, messages: list[dict[str, str]], continuation: str) -> list[float]:
         """Log-probability of each token of ``continuation`` as the assistant's reply to ``messages``
-        (GPTScore-style likelihood; the shared prompt prefix is reused from the KV cache)."""
+        (GPTScore-style likelihood). The shared prompt prefix is reused from the KV cache and the
+        continuation is evaluated in one batch that keeps the logits of every position."""
         with self.lock:
             llm = self._load()
             llama_cpp = _import_llama_cpp()
@@ -172,23 +219,28 @@ class EmbeddedModel:
             cont: list[int] = llm.tokenize(continuation.encode("utf-8"), add_bos=False, special=False)
             if len(prompt) + len(cont) > self.n_ctx:
                 raise ContextTooSmall(len(prompt), len(cont), self.n_ctx)
-            cached = llm.input_ids[: llm.n_tokens].tolist()
-            common = 0
-            for a, b in zip(cached, prompt, strict=False):
-                if a != b:
-                    break
-                common += 1
-            common = min(common, len(prompt) - 1)  # re-evaluate at least one token to refresh logits
-            llm.n_tokens = common
-            llm.eval(prompt[common:])
+            if not cont:
+                return []
+            self._eval_prompt(llm, prompt)
             n_vocab = llm.n_vocab()
+            ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+            rows = [np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)]
+            # All but the last continuation token, in batches with logits at every position.
+            rest = cont[:-1]
+            for i in range(0, len(rest), llm.n_batch):
+                chunk = rest[i : i + llm.n_batch]
+                llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+                llm._batch.set_batch(batch=chunk, n_past=llm.n_tokens, logits_all=True)
+                llm._ctx.decode(llm._batch)
+                for j in range(len(chunk)):
+                    ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, j)
+                    rows.append(np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64))
+                llm.input_ids[llm.n_tokens : llm.n_tokens + len(chunk)] = chunk
+                llm.n_tokens += len(chunk)
             out: list[float] = []
-            for token in cont:
-                ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
-                logits = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)
+            for logits, token in zip(rows, cont, strict=True):
                 top = logits.max()
                 out.append(float(logits[token] - (np.log(np.exp(logits - top).sum()) + top)))
-                llm.eval([token])
             return out
 
     @staticmethod
@@ -271,3 +323,76 @@ def make_embedded_handler() -> Any:
             return await asyncio.to_thread(self.completion, *args, **kwargs)
 
     return EmbeddedHandler()
+
+
+class _Grammar:
+    """A llama.cpp grammar sampler built from a JSON schema, used outside a sampler chain."""
+
+    def __init__(self, llama_cpp: Any, llm: Any, gbnf: str) -> None:
+        self._lib = llama_cpp
+        self._smpl = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, gbnf.encode("utf-8"), b"root")
+        if not self._smpl:
+            raise ValueError(f"llama.cpp rejected the grammar:\n{gbnf}")
+        self._n_vocab = llm.n_vocab()
+        self._full: Any = None
+
+    def _apply(self, ids: Any, logits: Any) -> Any:
+        """The logits of ``ids`` after the grammar (-inf where it forbids the token)."""
+        import numpy as np
+
+        lib = self._lib
+        data = (lib.llama_token_data * len(ids))()
+        arr = np.ctypeslib.as_array(data)  # structured view: id, logit, p
+        arr["id"] = ids
+        arr["logit"] = logits
+        arr["p"] = 0.0
+        cand = lib.llama_token_data_array(data=data, size=len(ids), selected=-1, sorted=False)
+        lib.llama_sampler_apply(self._smpl, ctypes.byref(cand))
+        return np.array(arr["logit"], dtype=np.float64)
+
+    def allows(self, token: int) -> bool:
+        import numpy as np
+
+        return bool(np.isfinite(self._apply([token], [0.0])[0]))
+
+    def mask(self, logits: Any) -> Any:
+        import numpy as np
+
+        return self._apply(np.arange(self._n_vocab, dtype=np.int32), logits.astype(np.float32))
+
+    def accept(self, token: int) -> None:
+        self._lib.llama_sampler_accept(self._smpl, token)
+
+    def free(self) -> None:
+        if self._smpl:
+            self._lib.llama_sampler_free(self._smpl)
+            self._smpl = None
+
+
+TOP_K = 40
+
+
+def _choose(logits: Any, temperature: float, grammar: _Grammar | None, rng: Any) -> int:
+    """The next token: greedy at temperature 0, else top-k sampling; grammar-valid when a grammar is set."""
+    import numpy as np
+
+    if temperature <= 0.0:
+        token = int(np.argmax(logits))
+        if grammar is None or grammar.allows(token):
+            return token
+        return int(np.argmax(grammar.mask(logits)))
+    k = min(TOP_K, len(logits))
+    ids = np.argpartition(logits, -k)[-k:]
+    values = logits[ids]
+    if grammar is not None:
+        allowed = np.array([grammar.allows(int(t)) for t in ids])
+        if not allowed.any():
+            masked = grammar.mask(logits)
+            ids = np.argpartition(masked, -k)[-k:]
+            values = masked[ids]
+        else:
+            values = np.where(allowed, values, -np.inf)
+    finite = np.isfinite(values)
+    ids, values = ids[finite], values[finite]
+    probs = np.exp((values - values.max()) / temperature)
+    return int(rng.choice(ids, p=probs / probs.sum()))
