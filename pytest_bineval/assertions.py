@@ -51,6 +51,7 @@ class TestContext:
     marker: dict[str, Any] = field(default_factory=dict)
     fixture_task: Any = None  # () -> str | None, resolved only when needed
     pin_path: Any = None  # pathlib.Path of this test's pinned-checklist file
+    prompt: str | None = None  # the generator prompt file the test names (rootdir-relative when inside it)
     records: list[dict[str, Any]] = field(default_factory=list)
 
 

@@ -6,6 +6,7 @@ Loading this module imports neither litellm nor a model: ``pytest --help`` stays
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,12 @@ from .session import BinevalService, pin_path
 SERVICE = pytest.StashKey[BinevalService]()
 CONTEXT = pytest.StashKey[TestContext]()
 WORKER_USAGE = pytest.StashKey[list[Usage]]()
-MARKER_KWARGS = frozenset({"task", "dimensions", "threshold"})
+OPTIMIZED = pytest.StashKey[list[Any]]()
+MARKER_KWARGS = frozenset({"task", "dimensions", "threshold", "prompt"})
 MARKER_HELP = (
-    "bineval(task=None, dimensions=None, threshold=None): the task the test's output is made for, "
-    "the checklist's dimensions (names or {name: definition}) and thresholds (float or {dimension: float})"
+    "bineval(task=None, dimensions=None, threshold=None, prompt=None): the task the test's output is made "
+    "for, the checklist's dimensions (names or {name: definition}), thresholds (float or {dimension: float}) "
+    "and the generator prompt file that made the output (rootdir-relative; what --bineval-optimize edits)"
 )
 
 
@@ -43,11 +46,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # litellm builds pydantic schemas lazily and warns about its own TypedDicts: not the user's concern
     config.addinivalue_line("filterwarnings", "ignore:.*ReadOnly.*qualifier:UserWarning")
     options = read_options(config)
-    if options.optimize:
-        raise pytest.UsageError(
-            "--bineval-optimize (the self-update loop on generator prompts) is reserved and not available "
-            "in this version of pytest-bineval"
-        )
     service = BinevalService.create(options, config.rootpath)
     service.on_record = lambda record: config.hook.pytest_bineval_evaluated(config=config, record=record)
     config.stash[SERVICE] = service
@@ -82,12 +80,35 @@ def _marker_kwargs(item: pytest.Item) -> dict[str, Any]:
     threshold = merged.get("threshold")
     if threshold is not None and not isinstance(threshold, (int, float, dict)):
         raise pytest.UsageError(f"{item.nodeid}: bineval threshold must be a number or a dict, not {threshold!r}")
+    prompt = merged.get("prompt")
+    if prompt is not None and (not isinstance(prompt, (str, os.PathLike)) or not str(prompt).strip()):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.bineval(prompt=...) must be a file path, not {prompt!r}")
     return merged
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def _prompt_name(config: pytest.Config, item: pytest.Item, marker: dict[str, Any]) -> str | None:
+    """The marker's generator prompt file, rootdir-relative (POSIX) when inside the rootdir; it must exist."""
+    raw = marker.get("prompt")
+    if raw is None:
+        return None
+    path = Path(os.fspath(raw)).expanduser()
+    if not path.is_absolute():
+        path = config.rootpath / path
+    if not path.is_file():
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.bineval(prompt={os.fspath(raw)!r}): no such file {path} "
+            f"(relative paths start at the rootdir, {config.rootpath})"
+        )
+    path = path.resolve()
+    try:
+        return path.relative_to(config.rootpath.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        _marker_kwargs(item)  # fail the run early on a malformed marker
+        _prompt_name(config, item, _marker_kwargs(item))  # fail the run early on a malformed marker
 
 
 @pytest.fixture(scope="session")
@@ -108,10 +129,12 @@ def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
     item = request.node
     service = request.config.stash[SERVICE]
     path = getattr(item, "path", None)
+    marker = _marker_kwargs(item)
     ctx = TestContext(
         service=service,
         nodeid=item.nodeid,
-        marker=_marker_kwargs(item),
+        marker=marker,
+        prompt=_prompt_name(request.config, item, marker),
         fixture_task=lambda: request.getfixturevalue("bineval_task"),
         pin_path=pin_path(Path(path), item.nodeid.split("::", 1)[-1]) if path is not None else None,
     )
@@ -190,6 +213,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             "pins_written": service.pins_written,
         })
         return
+    if service.options.optimize:
+        config.stash[OPTIMIZED] = _optimize(config, service)
     if service.options.report:
         path = Path(service.options.report)
         if not path.is_absolute():
@@ -199,6 +224,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
         path.write_text(json.dumps(json_report(service.records, _totals(config), _settings(service)),
                                    indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _optimize(config: pytest.Config, service: BinevalService) -> list[Any]:
+    """--bineval-optimize: one iteration of the self-update loop per generator prompt file the tests name."""
+    from .engine import run_sync
+    from .optimize import OptimizeResult, PromptOptimizer
+
+    optimizer = PromptOptimizer(service.engine)
+    results: list[Any] = []
+    for name in sorted({r["prompt"] for r in service.records if r.get("prompt")}):
+        path = Path(name) if Path(name).is_absolute() else config.rootpath / name
+        try:
+            result = run_sync(optimizer.step(name, path, service.records))
+            if Path(result.history).is_relative_to(config.rootpath):
+                result.history = Path(result.history).relative_to(config.rootpath).as_posix()
+            results.append(result)
+        except (OSError, BinevalError) as exc:
+            results.append(OptimizeResult(prompt=name, status="error", message=str(exc)))
+    return results
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -230,12 +274,18 @@ def _totals(config: pytest.Config) -> dict[str, Any]:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     service = config.stash.get(SERVICE, None)
-    if service is None or _is_worker(config) or not service.records:
+    if service is None or _is_worker(config):
         return
-    from .report import summary_lines
+    from .report import optimize_lines, summary_lines
 
-    terminalreporter.write_sep("=", "bineval summary")
-    for text, markup in summary_lines(service.records, _totals(config)):
-        terminalreporter.write_line(text, **markup)
-    if service.options.report:
-        terminalreporter.write_line(f"bineval report: {service.options.report}")
+    if service.records:
+        terminalreporter.write_sep("=", "bineval summary")
+        for text, markup in summary_lines(service.records, _totals(config)):
+            terminalreporter.write_line(text, **markup)
+        if service.options.report:
+            terminalreporter.write_line(f"bineval report: {service.options.report}")
+    if service.options.optimize:
+        terminalreporter.write_sep("=", "bineval optimize")
+        optimized: list[Any] = config.stash.get(OPTIMIZED, [])
+        for text, markup in optimize_lines(optimized):
+            terminalreporter.write_line(text, **markup)

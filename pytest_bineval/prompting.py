@@ -74,7 +74,7 @@ def load_prompt(name: str, folder: str = "prompts") -> Prompt:
     return Prompt(name, turns)
 
 
-_CLOSERS = re.compile(r"</?\s*(input|response|task)\s*>", re.IGNORECASE)
+_CLOSERS = re.compile(r"</?\s*(input|response|task|prompt|lesson|explanation)\s*>", re.IGNORECASE)
 
 
 def delimit(text: str) -> str:

@@ -119,3 +119,31 @@ def summary_lines(records: Sequence[Record], tot: dict[str, Any]) -> list[tuple[
 
 def json_report(records: Sequence[Record], tot: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     return {"format": REPORT_FORMAT, "settings": settings, "totals": tot, "evaluations": list(records)}
+
+
+def optimize_lines(results: Sequence[Any]) -> list[tuple[str, dict[str, bool]]]:
+    """(text, markup) lines of the ``--bineval-optimize`` section: one block per prompt file."""
+    if not results:
+        return [(
+            "no test names its generator prompt: add @pytest.mark.bineval(prompt=\"path/to/prompt\") to the "
+            "tests whose outputs that prompt makes, then run again with --bineval-optimize",
+            {"yellow": True},
+        )]
+    styles: dict[str, dict[str, bool]] = {
+        "updated": {"green": True, "bold": True}, "rolled back": {"yellow": True, "bold": True},
+        "error": {"red": True, "bold": True},
+    }
+    lines: list[tuple[str, dict[str, bool]]] = []
+    for r in results:
+        score = "n/a" if r.score is None else f"{r.score:.2f}"
+        lines.append((f"{r.status.upper()} {r.prompt}: {r.message}", styles.get(r.status, {"bold": True})))
+        if r.status in ("updated", "unchanged", "no failures"):
+            lines.append((f"    score {score} (share of yes), failing verdicts {r.failures}, "
+                          f"{r.chars_before} -> {r.chars_after} characters", {}))
+        for lesson in r.lessons:
+            lines.append((f"    lesson [{lesson.get('status')}] {lesson['text']}", {}))
+            if lesson.get("rejected_edit"):
+                lines.append((f"        edit not applied: {lesson['rejected_edit']}", {}))
+        if r.status in ("updated", "rolled back"):
+            lines.append((f"    review with `git diff`; history: {r.history}", {}))
+    return lines

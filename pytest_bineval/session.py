@@ -162,6 +162,7 @@ class BinevalService:
         rec = {
             "test": ctx.nodeid,
             "task": checklist.task,
+            "prompt": ctx.prompt,
             "model": evaluation.model,
             "checklist_model": checklist.model,
             "checklist_status": pinned,

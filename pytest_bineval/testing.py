@@ -9,8 +9,9 @@ caching, retries, parsing and scoring exercise the real machinery::
     assert fake.calls_of("verdict") == 3
 
 Replies are chosen by the structured-output schema name of the request (``requirements``,
-``questions``, ``verdict``); anything a rule returns that is an ``Exception`` is raised (a provider
-error), a ``float`` is slept (seconds, to test timeouts) before the default reply, a ``str`` is sent raw.
+``questions``, ``verdict``, and the optimizer's ``lesson`` and ``prompt_edit``); anything a rule
+returns that is an ``Exception`` is raised (a provider error), a ``float`` is slept (seconds, to test
+timeouts) before the default reply, a ``str`` is sent raw.
 """
 
 from __future__ import annotations
@@ -112,6 +113,17 @@ class ScriptedModel:
             if answer in ("yes", "no"):
                 return json.dumps({"answer": answer, "explanation": f"scripted {answer} for: {req.question}"})
             return answer
+        if req.kind == "lesson":
+            m = re.search(r"^The failed check \((.*?)\): (.*)$", req.user, re.MULTILINE)
+            return json.dumps({"lesson": f"Make sure that: {m.group(2).strip() if m else 'the check passes'}"})
+        if req.kind == "prompt_edit":
+            # Surgical edit: the prompt's first plain line, with the lesson added after it.
+            prompt = re.search(r"<prompt>\n(.*)\n</prompt>", req.user, re.DOTALL)
+            lesson = re.search(r"<lesson>\n(.*)\n</lesson>", req.user, re.DOTALL)
+            lines = [ln for ln in (prompt.group(1) if prompt else "").splitlines()
+                     if ln.strip() and not ln.startswith("## ")]
+            find = lines[0] if lines else "?"
+            return json.dumps({"find": find, "replace": f"{find} {lesson.group(1).strip() if lesson else ''}"})
         return json.dumps({})
 
     def _respond(self, kind: str, messages: list[dict[str, str]], params: dict[str, Any]) -> tuple[str, float]:

@@ -122,12 +122,6 @@ def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*bineval_concurrency*lots*not an integer*"])
 
 
-def test_optimize_is_reserved(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile("def test_x(): pass")
-    result = pytester.runpytest_subprocess("--bineval-optimize")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--bineval-optimize*reserved*"])
-
 
 def test_pass_and_fail_with_reasons_section_and_summary(pytester: pytest.Pytester) -> None:
     make_project(pytester, no=(Q.format("consistency", 2),))

