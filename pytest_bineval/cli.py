@@ -61,6 +61,41 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 2 if result.errors else 0
 
 
+def cmd_align(args: argparse.Namespace) -> int:
+    from .align import EvaluatorAligner, load_items, run_align
+    from .engine import Engine, Settings
+    from .models import Checklist
+    from .prompting import packaged_judge_prompt
+
+    checklist = Checklist.model_validate_json(_read(args.checklist))
+    items = load_items(Path(args.data), args.output_key, args.source_key, args.limit)
+    prompt = Path(args.prompt)
+    if not prompt.exists():
+        if args.dry_run:
+            raise ValueError(f"{prompt} does not exist (a dry run does not create it)")
+        prompt.parent.mkdir(parents=True, exist_ok=True)
+        prompt.write_text(packaged_judge_prompt(), encoding="utf-8")
+        print(f"created {prompt} from the packaged judge prompt", file=sys.stderr)
+    settings = _settings(args)
+    assert isinstance(settings, Settings)
+    engine = Engine(settings)
+    try:
+        aligner = EvaluatorAligner(engine, reference=args.reference, target=settings.judge_model,
+                                   optimizer_model=args.optimizer_model)
+        results = run_align(aligner, prompt, items, checklist, iterations=args.iterations, write=not args.dry_run)
+    finally:
+        engine.close()
+    for n, r in enumerate(results, 1):
+        print(f"iteration {n}: {r.status.upper()}: {r.message}")
+        print(f"    {len(items)} outputs x {len(checklist.questions)} questions, {r.compared} answered by both, "
+              f"{r.disagreements} disagreements; {r.usage.llm_calls} LLM calls, {r.usage.cache_hits} cache hits")
+        for lesson in r.lessons:
+            print(f"    lesson [{lesson['status']}] {lesson['text']}")
+    if results and results[-1].status != "no disagreements" and not args.dry_run:
+        print(f"history: {results[-1].history}; use the prompt with --bineval-judge-prompt {prompt}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bineval", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -78,6 +113,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", default=None, help="file holding the input/source text")
     _engine_args(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser(
+        "align", help="align an evaluator prompt of a target model with a reference model's answers",
+        description="Cross-model update: the target model (--model, default: the embedded one) with the "
+                    "evaluator prompt --prompt and the reference model with the packaged prompt answer the "
+                    "checklist about every output; lessons from their disagreements are written into --prompt "
+                    "when they raise the agreement. Use the result with --bineval-judge-prompt.")
+    p.add_argument("--data", required=True, help="JSONL (or JSON list) of outputs to judge")
+    p.add_argument("--output-key", default="output", help="key of the output in each record (default: output)")
+    p.add_argument("--source-key", default=None, help="key of the source/input text (default: none)")
+    p.add_argument("--checklist", required=True, help="checklist JSON file (from `bineval checklist`)")
+    p.add_argument("--reference", required=True, metavar="MODEL", help="the reference (strong) judge model")
+    p.add_argument("--prompt", required=True, metavar="FILE",
+                   help="the target's evaluator prompt file (created from the packaged one if missing)")
+    p.add_argument("--optimizer-model", default=None, metavar="MODEL",
+                   help="model that writes lessons and edits (default: the reference)")
+    p.add_argument("--iterations", type=int, default=1, help="iterations, stopping at the first without gain")
+    p.add_argument("--limit", type=int, default=None, help="the first N records")
+    p.add_argument("--dry-run", action="store_true", help="measure and propose, write nothing")
+    _engine_args(p)
+    p.set_defaults(func=cmd_align)
 
     from .perf import add_perf_parser
 

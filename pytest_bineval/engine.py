@@ -17,6 +17,7 @@ from .llm.cache import CACHE_MODES, CacheMode, ResponseCache
 from .llm.client import LLMClient, ModelSettings
 from .llm.providers import DEFAULT_MODEL, is_embedded
 from .models import Checklist, Evaluation, Usage
+from .prompting import Prompt, load_judge_prompt
 
 T = TypeVar("T")
 
@@ -34,6 +35,7 @@ class Settings:
     timeout: float = 120.0
     retries: int = 2
     api_base: str | None = None
+    judge_prompt: str | None = None  # an evaluator prompt file of your own (default: the packaged judge.md)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -69,6 +71,9 @@ class Engine:
             cache = ResponseCache(Path(os.path.expanduser(self.settings.cache_dir)), self.settings.cache)
         self.cache = cache
         self.usage = Usage()
+        self._judge_prompt: Prompt | None = None
+        if self.settings.judge_prompt is not None:
+            self._judge_prompt = load_judge_prompt(os.path.expanduser(self.settings.judge_prompt))
 
     def client(self, model: str) -> LLMClient:
         s = self.settings
@@ -91,8 +96,8 @@ class Engine:
         name = model or self.settings.judge_model
         # The embedded model is one in-process instance: ask its questions back to back.
         concurrency = 1 if is_embedded(name) else self.settings.concurrency
-        result = await _judge.judge(self.client(name), output, checklist, source,
-                                    concurrency=concurrency, question_first=question_first)
+        result = await _judge.judge(self.client(name), output, checklist, source, concurrency=concurrency,
+                                    question_first=question_first, prompt=self._judge_prompt)
         self.usage += result.usage
         return result
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from .errors import InputTooLargeError
 from .llm.client import CallError, LLMClient
 from .models import Checklist, Evaluation, Question, Usage, Verdict
-from .prompting import delimit, load_prompt
+from .prompting import Prompt, delimit, load_prompt
 
 EXPLANATION_MAX = 200
 VERDICT_SCHEMA: dict[str, Any] = {
@@ -40,9 +40,10 @@ def _verdict_fields(obj: dict[str, Any]) -> tuple[Literal["yes", "no"], str]:
 
 
 def judge_messages(task: str, source: str | None, output: str, question: Question,
-                   *, question_first: bool = False) -> list[dict[str, str]]:
-    """The evaluator messages; ``question_first`` defeats prefix reuse (for the benchmark only)."""
-    messages = load_prompt("judge").messages(
+                   *, question_first: bool = False, prompt: Prompt | None = None) -> list[dict[str, str]]:
+    """The evaluator messages (``prompt``: an evaluator prompt of your own instead of the packaged one);
+    ``question_first`` defeats prefix reuse (for the benchmark only)."""
+    messages = (prompt or load_prompt("judge")).messages(
         task=task,
         source=delimit(source) if source is not None else NO_SOURCE,
         output=delimit(output),
@@ -69,6 +70,7 @@ async def judge(
     *,
     concurrency: int = 8,
     question_first: bool = False,
+    prompt: Prompt | None = None,
 ) -> Evaluation:
     """Answer every question of ``checklist`` about ``output``; judge failures become error verdicts.
 
@@ -79,7 +81,8 @@ async def judge(
 
     async def ask(q: Question) -> tuple[Verdict, Usage]:
         async with semaphore:
-            messages = judge_messages(checklist.task, source, output, q, question_first=question_first)
+            messages = judge_messages(checklist.task, source, output, q, question_first=question_first,
+                                      prompt=prompt)
             base: dict[str, Any] = {"question_id": q.id, "dimension": q.dimension, "question": q.text}
             try:
                 reply = await client.complete_json(

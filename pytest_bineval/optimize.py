@@ -43,7 +43,7 @@ from .engine import Engine
 from .errors import BinevalError
 from .llm.client import CallError
 from .models import Usage
-from .prompting import delimit, load_prompt
+from .prompting import delimit, load_prompt, strip_comments
 
 __all__ = [
     "HISTORY_FORMAT",
@@ -198,16 +198,16 @@ def append_lesson(text: str, lesson: str) -> str:
     return f"{stripped}\n{lesson.strip()}{trailing}{tail}"
 
 
-def _digest(text: str) -> str:
+def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def history_path(prompt: Path) -> Path:
-    """``__bineval__/<prompt file name>.optimize.json`` beside the prompt file."""
-    return prompt.parent / "__bineval__" / f"{prompt.name}.optimize.json"
+def history_path(prompt: Path, kind: str = "optimize") -> Path:
+    """``__bineval__/<prompt file name>.<kind>.json`` beside the prompt file (kinds: optimize, align)."""
+    return prompt.parent / "__bineval__" / f"{prompt.name}.{kind}.json"
 
 
-def _write_text(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
     """Atomic write (a crash never leaves half a prompt)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
@@ -254,17 +254,17 @@ class PromptOptimizer:
         for i, f in enumerate(failures[:EXAMPLES], 1):
             parts = [f"Example {i}:"]
             if f.source:
-                parts.append(f"<input>\n{delimit(_clip(f.source))}\n</input>")
-            parts.append(f"<response>\n{delimit(_clip(f.output))}\n</response>")
-            parts.append(f"<explanation>\n{delimit(_clip(f.explanation))}\n</explanation>")
+                parts.append(f"<input>\n{delimit(clip(f.source))}\n</input>")
+            parts.append(f"<response>\n{delimit(clip(f.output))}\n</response>")
+            parts.append(f"<explanation>\n{delimit(clip(f.explanation))}\n</explanation>")
             examples.append("\n".join(parts))
         messages = load_prompt("notetaker").messages(
-            prompt=delimit(prompt_text), dimension=first.dimension, question=first.question,
+            prompt=delimit(strip_comments(prompt_text)), dimension=first.dimension, question=first.question,
             examples="\n\n".join(examples),
         )
         try:
             reply = await self.engine.client(self.model).complete_json(
-                messages, schema_name="lesson", schema=NOTE_SCHEMA, validate=_lesson, max_tokens=160,
+                messages, schema_name="lesson", schema=NOTE_SCHEMA, validate=parse_lesson, max_tokens=160,
             )
         except (CallError, BinevalError) as exc:
             return None, f"note-taker failed: {getattr(exc, 'cause', exc)}", getattr(exc, "usage", Usage())
@@ -272,7 +272,8 @@ class PromptOptimizer:
 
     async def edit(self, prompt_text: str, lesson: str) -> tuple[str | None, str | None, str | None, Usage]:
         """(find, replace, error, usage): the updater's edit for one lesson (not yet applied)."""
-        messages = load_prompt("updater").messages(prompt=delimit(prompt_text), lesson=delimit(lesson))
+        messages = load_prompt("updater").messages(prompt=delimit(strip_comments(prompt_text)),
+                                                   lesson=delimit(lesson))
         try:
             reply = await self.engine.client(self.model).complete_json(
                 messages, schema_name="prompt_edit", schema=EDIT_SCHEMA, validate=_edit, max_tokens=700,
@@ -286,25 +287,25 @@ class PromptOptimizer:
         """One iteration for the prompt file ``path`` (named ``name`` by the tests)."""
         text = path.read_text(encoding="utf-8")
         hist_file = history_path(path)
-        history = _load_history(hist_file)
+        history = load_history(hist_file)
         score, tests = run_score(records, name)
         failures = failures_by_prompt(records).get(name, [])
         result = OptimizeResult(prompt=name, status="unchanged", score=score, failures=len(failures),
                                 chars_before=len(text), chars_after=len(text), history=str(hist_file))
         last = history["iterations"][-1] if history["iterations"] else None
         measured = False  # whether this run measured the score after the last update
-        if last is not None and last.get("after_digest") == _digest(text) and last.get("score_after") is None:
+        if last is not None and last.get("after_digest") == digest(text) and last.get("score_after") is None:
             last["score_after"] = score
             measured = True
             comparable = last.get("tests") == tests
             before = last.get("score_before")
             if comparable and score is not None and before is not None and score < before:
-                _write_text(path, last["before"])
+                write_text_atomic(path, last["before"])
                 for item in history["lessons"]:
                     if item.get("iteration") == last["iteration"] and item.get("status") in ("applied", "appended"):
                         item["status"] = "rolled back"
                 last["rolled_back"] = True
-                _save_history(hist_file, history)
+                save_history(hist_file, history)
                 result.status = "rolled back"
                 result.chars_after = len(last["before"])
                 result.message = (f"score fell from {before:.3f} to {score:.3f} after iteration "
@@ -314,7 +315,7 @@ class PromptOptimizer:
             result.status = "no failures"
             result.message = "every evaluation made with this prompt passed"
             if measured:
-                _save_history(hist_file, history)
+                save_history(hist_file, history)
             return result
 
         # 3. lessons: one note per failing question, most frequent first
@@ -371,7 +372,7 @@ class PromptOptimizer:
             result.status = "unchanged"
             result.message = "; ".join(errors) or "no new lesson (all were duplicates of earlier ones)"
             if result.lessons or measured:
-                _save_history(hist_file, history)
+                save_history(hist_file, history)
             return result
         history["iterations"].append({
             "iteration": iteration,
@@ -382,13 +383,13 @@ class PromptOptimizer:
             "failures": len(failures),
             "score_before": score,
             "score_after": None,
-            "before_digest": _digest(text),
-            "after_digest": _digest(new_text),
+            "before_digest": digest(text),
+            "after_digest": digest(new_text),
             "before": text,
             "after": new_text,
         })
-        _write_text(path, new_text)
-        _save_history(hist_file, history)
+        write_text_atomic(path, new_text)
+        save_history(hist_file, history)
         result.status = "updated"
         result.chars_after = len(new_text)
         applied = sum(1 for e in result.lessons if e.get("status") in ("applied", "appended"))
@@ -398,11 +399,11 @@ class PromptOptimizer:
         return result
 
 
-def _clip(text: str) -> str:
+def clip(text: str) -> str:
     return text if len(text) <= EXAMPLE_CHARS else text[:EXAMPLE_CHARS] + f"... [{len(text) - EXAMPLE_CHARS} more]"
 
 
-def _lesson(obj: dict[str, Any]) -> str:
+def parse_lesson(obj: dict[str, Any]) -> str:
     lesson = obj.get("lesson")
     if not isinstance(lesson, str) or not lesson.strip():
         raise ValueError('"lesson" must be a non-empty string')
@@ -419,7 +420,7 @@ def _edit(obj: dict[str, Any]) -> tuple[str, str]:
     return find, replace
 
 
-def _load_history(path: Path) -> dict[str, Any]:
+def load_history(path: Path) -> dict[str, Any]:
     empty: dict[str, Any] = {"format": HISTORY_FORMAT, "iterations": [], "lessons": []}
     if not path.is_file():
         return empty
@@ -437,5 +438,5 @@ def _load_history(path: Path) -> dict[str, Any]:
         ) from exc
 
 
-def _save_history(path: Path, history: dict[str, Any]) -> None:
-    _write_text(path, json.dumps(history, indent=2, ensure_ascii=False) + "\n")
+def save_history(path: Path, history: dict[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(history, indent=2, ensure_ascii=False) + "\n")

@@ -89,6 +89,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("update-checklists", "write generated checklists as pinned files under __bineval__/"),
     Spec("strict", "an unpinned or stale checklist is a test error"),
     Spec("report", "write a JSON report of every evaluation to PATH", str, "PATH"),
+    Spec("judge-prompt", "an evaluator prompt file of your own, in the format of the packaged judge.md "
+         "(e.g. one aligned with `bineval align`), relative to the rootdir", str, "FILE"),
     Spec("optimize", "after the run, rewrite each generator prompt file named by @pytest.mark.bineval(prompt=...) "
          "with lessons from its failing questions (one iteration of the self-update loop)"),
 )

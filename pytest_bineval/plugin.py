@@ -46,7 +46,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # litellm builds pydantic schemas lazily and warns about its own TypedDicts: not the user's concern
     config.addinivalue_line("filterwarnings", "ignore:.*ReadOnly.*qualifier:UserWarning")
     options = read_options(config)
-    service = BinevalService.create(options, config.rootpath)
+    try:
+        service = BinevalService.create(options, config.rootpath)
+    except ValueError as exc:  # an unreadable or malformed --bineval-judge-prompt
+        raise pytest.UsageError(f"--bineval-judge-prompt: {exc}") from None
     service.on_record = lambda record: config.hook.pytest_bineval_evaluated(config=config, record=record)
     config.stash[SERVICE] = service
     config.stash[WORKER_USAGE] = []

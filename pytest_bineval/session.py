@@ -44,10 +44,12 @@ class Options:
     strict: bool = False
     report: str | None = None
     optimize: bool = False
+    judge_prompt: str | None = None
 
     def settings(self) -> Settings:
         return Settings(model=self.model, checklist_model=self.checklist_model, cache=self.cache,
-                        cache_dir=self.cache_dir, concurrency=self.concurrency, timeout=self.timeout)
+                        cache_dir=self.cache_dir, concurrency=self.concurrency, timeout=self.timeout,
+                        judge_prompt=self.judge_prompt)
 
 
 def pin_path(module_path: Path, test_name: str) -> Path:
@@ -114,7 +116,11 @@ class BinevalService:
         cache_dir = Path(os.path.expanduser(options.cache_dir))
         if not cache_dir.is_absolute():
             cache_dir = rootpath / cache_dir
-        settings = options.settings().with_overrides(cache_dir=str(cache_dir))
+        judge_prompt = None
+        if options.judge_prompt is not None:
+            path = Path(os.path.expanduser(options.judge_prompt))
+            judge_prompt = str(path if path.is_absolute() else rootpath / path)
+        settings = options.settings().with_overrides(cache_dir=str(cache_dir), judge_prompt=judge_prompt)
         return cls(options=options, engine=Engine(settings))
 
     # -- public fixture API ------------------------------------------------------------------------------

@@ -114,8 +114,8 @@ class ScriptedModel:
                 return json.dumps({"answer": answer, "explanation": f"scripted {answer} for: {req.question}"})
             return answer
         if req.kind == "lesson":
-            m = re.search(r"^The failed check \((.*?)\): (.*)$", req.user, re.MULTILINE)
-            return json.dumps({"lesson": f"Make sure that: {m.group(2).strip() if m else 'the check passes'}"})
+            m = re.search(r"^(?:The failed check \(.*?\)|The question): (.*)$", req.user, re.MULTILINE)
+            return json.dumps({"lesson": f"Make sure that: {m.group(1).strip() if m else 'the check passes'}"})
         if req.kind == "prompt_edit":
             # Surgical edit: the prompt's first plain line, with the lesson added after it.
             prompt = re.search(r"<prompt>\n(.*)\n</prompt>", req.user, re.DOTALL)

@@ -25,6 +25,9 @@ BREVITY = (
 pytestmark = pytest.mark.bineval(dimensions=["consistency", "relevance", "fluency", {"brevity": BREVITY}])
 
 
+# prompt=: the generator prompt that made these outputs; `pytest --bineval-optimize` rewrites it with
+# lessons from the failing questions (one iteration per run; see README.md).
+@pytest.mark.bineval(prompt="prompts/summarize.md")
 @pytest.mark.parametrize("name", ARTICLES)
 def test_summary(name: str, articles: dict[str, str], summary_of: Callable[[str], str]) -> None:
     article = articles[name]

@@ -1,0 +1,294 @@
+"""Cross-model alignment of an evaluator prompt (``bineval align``).
+
+A reference evaluator (a strong model, with the packaged judge prompt) and a target evaluator (the
+cheaper model you want to run at volume, with an evaluator prompt file of your own) answer the same
+checklist about the same outputs. Where they disagree, the reference is taken as right:
+
+1. a note-taker LLM turns the disagreements of each question (up to two examples, with both
+   explanations, between markers) into one general lesson for the target's prompt;
+2. lessons are deduplicated against each other and against the prompt's lesson memory;
+3. an updater LLM rewrites one passage of the prompt per lesson (the same surgical, checked edits as
+   ``--bineval-optimize``; a lesson whose edit does not fit is appended to the system section);
+4. the target answers again with the candidate prompt; the prompt file is rewritten only if the
+   agreement with the reference rose, and ``__bineval__/<prompt>.align.json`` records the iteration.
+
+Use the aligned prompt with ``--bineval-judge-prompt FILE`` (or ``Settings(judge_prompt=...)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import judge as _judge
+from .engine import Engine, run_sync
+from .errors import BinevalError
+from .llm.client import CallError
+from .llm.providers import is_embedded
+from .models import Checklist, Evaluation, Usage, Verdict
+from .optimize import (
+    EXAMPLES,
+    GROWTH_BUDGET,
+    MAX_LESSONS,
+    MAX_NOTES,
+    NOTE_SCHEMA,
+    PromptOptimizer,
+    append_lesson,
+    apply_edit,
+    clip,
+    dedup_lessons,
+    digest,
+    history_path,
+    load_history,
+    parse_lesson,
+    save_history,
+    write_text_atomic,
+)
+from .prompting import Prompt, check_judge_prompt, delimit, load_prompt, parse_prompt, strip_comments
+
+__all__ = ["AlignItem", "AlignResult", "Disagreement", "EvaluatorAligner", "agreement", "run_align"]
+
+
+@dataclass(frozen=True)
+class AlignItem:
+    """One output to judge (and its source, if any)."""
+
+    output: str
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    item: int
+    question: str
+    target: Verdict
+    reference: Verdict
+
+
+def agreement(reference: Sequence[Evaluation], target: Sequence[Evaluation]) -> tuple[float | None, int,
+                                                                                     list[Disagreement]]:
+    """(share of questions answered alike, questions both answered, the disagreements); error verdicts
+    of either side are left out."""
+    same = 0
+    compared = 0
+    disagreements: list[Disagreement] = []
+    for i, (ref, tgt) in enumerate(zip(reference, target, strict=True)):
+        by_id = {v.question_id: v for v in tgt.verdicts}
+        for rv in ref.verdicts:
+            tv = by_id.get(rv.question_id)
+            if tv is None or rv.answer == "error" or tv.answer == "error":
+                continue
+            compared += 1
+            if rv.answer == tv.answer:
+                same += 1
+            else:
+                disagreements.append(Disagreement(item=i, question=rv.question, target=tv, reference=rv))
+    return (same / compared if compared else None), compared, disagreements
+
+
+@dataclass
+class AlignResult:
+    """What one alignment iteration did to the target's evaluator prompt."""
+
+    prompt: str
+    status: str  # updated | unchanged | no disagreements
+    message: str = ""
+    agreement_before: float | None = None
+    agreement_after: float | None = None
+    compared: int = 0
+    disagreements: int = 0
+    lessons: list[dict[str, Any]] = field(default_factory=list)
+    history: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+
+class EvaluatorAligner:
+    """Aligns the evaluator prompt file of ``target`` with the answers of ``reference``."""
+
+    def __init__(self, engine: Engine, *, reference: str, target: str, optimizer_model: str | None = None) -> None:
+        self.engine = engine
+        self.reference = reference
+        self.target = target
+        self.optimizer = PromptOptimizer(engine, optimizer_model or reference)
+
+    async def evaluate(self, model: str, prompt: Prompt | None, items: Sequence[AlignItem],
+                       checklist: Checklist) -> list[Evaluation]:
+        """Every item judged by ``model`` (``prompt``: None for the packaged judge prompt)."""
+        concurrency = 1 if is_embedded(model) else self.engine.settings.concurrency
+        client = self.engine.client(model)
+        out: list[Evaluation] = []
+        for item in items:
+            ev = await _judge.judge(client, item.output, checklist, item.source, concurrency=concurrency,
+                                    prompt=prompt)
+            self.engine.usage += ev.usage
+            out.append(ev)
+        return out
+
+    async def _note(self, prompt_text: str, group: Sequence[Disagreement],
+                    items: Sequence[AlignItem]) -> tuple[str | None, str | None, Usage]:
+        examples = []
+        for n, d in enumerate(group[:EXAMPLES], 1):
+            item = items[d.item]
+            parts = [f"Example {n}:"]
+            if item.source:
+                parts.append(f"<input>\n{delimit(clip(item.source))}\n</input>")
+            parts.append(f"<response>\n{delimit(clip(item.output))}\n</response>")
+            parts.append(f'The target answered "{d.target.answer}":\n'
+                         f"<explanation>\n{delimit(clip(d.target.explanation))}\n</explanation>")
+            parts.append(f'The reference answered "{d.reference.answer}":\n'
+                         f"<explanation>\n{delimit(clip(d.reference.explanation))}\n</explanation>")
+            examples.append("\n".join(parts))
+        messages = load_prompt("aligner").messages(prompt=delimit(strip_comments(prompt_text)),
+                                                   question=group[0].question, examples="\n\n".join(examples))
+        try:
+            reply = await self.engine.client(self.optimizer.model).complete_json(
+                messages, schema_name="lesson", schema=NOTE_SCHEMA, validate=parse_lesson, max_tokens=160,
+            )
+        except (CallError, BinevalError) as exc:
+            return None, f"note-taker failed: {getattr(exc, 'cause', exc)}", getattr(exc, "usage", Usage())
+        return reply.value, None, reply.usage
+
+    async def step(self, path: Path, items: Sequence[AlignItem], checklist: Checklist, *,
+                   write: bool = True) -> AlignResult:
+        """One iteration; the prompt file is rewritten only if the agreement rose (and ``write``)."""
+        text = path.read_text(encoding="utf-8")
+        current = check_judge_prompt(parse_prompt(str(path), text))
+        hist_file = history_path(path, "align")
+        history = load_history(hist_file)
+        result = AlignResult(prompt=str(path), status="unchanged", history=str(hist_file))
+        before = self.engine.usage
+        ref = await self.evaluate(self.reference, None, items, checklist)
+        tgt = await self.evaluate(self.target, current, items, checklist)
+        result.agreement_before, result.compared, found = agreement(ref, tgt)
+        result.disagreements = len(found)
+        if not found:
+            result.status = "no disagreements"
+            result.message = f"the target agrees with the reference on all {result.compared} answered questions"
+            result.usage = _delta(self.engine.usage, before)
+            return result
+
+        groups: dict[str, list[Disagreement]] = {}
+        for d in found:
+            groups.setdefault(d.question, []).append(d)
+        ranked = sorted(groups.values(), key=lambda g: -len(g))[:MAX_NOTES]
+        notes: list[tuple[str, list[Disagreement]]] = []
+        errors: list[str] = []
+        for group in ranked:
+            lesson, error, usage = await self._note(text, group, items)
+            self.engine.usage += usage
+            if lesson is not None:
+                notes.append((lesson, group))
+            elif error:
+                errors.append(error)
+        memory = [str(e["text"]) for e in history["lessons"]]
+        kept, dropped = dedup_lessons([n for n, _ in notes], memory)
+        result.lessons += [{"text": t, "status": "duplicate"} for t in dropped]
+        iteration = len(history["iterations"]) + 1
+        budget = max(GROWTH_BUDGET, int(0.3 * len(text)))
+        new_text = text
+        entries: list[dict[str, Any]] = []
+        for lesson in kept[:MAX_LESSONS]:
+            group = next(g for n, g in notes if n == lesson)
+            entry: dict[str, Any] = {"text": lesson, "iteration": iteration, "question": group[0].question,
+                                     "disagreements": len(group)}
+            find, replace, error, usage = await self.optimizer.edit(new_text, lesson)
+            self.engine.usage += usage
+            reason = error
+            candidate = new_text
+            if find is not None and replace is not None:
+                candidate, reason = apply_edit(new_text, find, replace)
+                entry["edit"] = {"find": find, "replace": replace}
+            if reason is None:
+                entry["status"] = "applied"
+            else:
+                entry["rejected_edit"] = reason
+                candidate = append_lesson(new_text, lesson)
+                entry["status"] = "appended"
+            try:
+                check_judge_prompt(parse_prompt(str(path), candidate))
+            except ValueError as exc:
+                entry["status"], entry["why"] = "not applied", f"the edited prompt would be invalid: {exc}"
+                candidate = new_text
+            if len(candidate) - len(text) > budget:
+                entry["status"], entry["why"] = "not applied", f"over the growth budget of {budget} characters"
+                candidate = new_text
+            new_text = candidate
+            entries.append(entry)
+        result.lessons += entries
+        if new_text == text:
+            result.message = "; ".join(errors) or "no new lesson (all were duplicates of earlier ones)"
+            result.usage = _delta(self.engine.usage, before)
+            return result
+
+        tgt_new = await self.evaluate(self.target, check_judge_prompt(parse_prompt(str(path), new_text)), items,
+                                      checklist)
+        after, _, still = agreement(ref, tgt_new)
+        result.agreement_after = after
+        improved = after is not None and result.agreement_before is not None and after > result.agreement_before
+        for entry in entries:
+            if entry["status"] in ("applied", "appended") and not improved:
+                entry["status"] = "no gain"
+        history["lessons"] += entries
+        if improved:
+            history["iterations"].append({
+                "iteration": iteration, "reference": self.reference, "target": self.target,
+                "optimizer": self.optimizer.model, "items": len(items), "questions": len(checklist.questions),
+                "agreement_before": result.agreement_before, "agreement_after": after,
+                "disagreements_before": len(found), "disagreements_after": len(still),
+                "before_digest": digest(text), "after_digest": digest(new_text), "before": text, "after": new_text,
+            })
+        if write:
+            if improved:
+                write_text_atomic(path, new_text)
+            save_history(hist_file, history)
+        before_s = f"{result.agreement_before:.3f}" if result.agreement_before is not None else "n/a"
+        after_s = f"{after:.3f}" if after is not None else "n/a"
+        result.status = "updated" if improved else "unchanged"
+        result.message = (
+            f"agreement with the reference {before_s} -> {after_s}: "
+            + ("the prompt is rewritten" if improved else "no gain, the edit is discarded")
+            + ("" if write else " (dry run: nothing written)")
+        )
+        result.usage = _delta(self.engine.usage, before)
+        return result
+
+
+def _delta(after: Usage, before: Usage) -> Usage:
+    return Usage(llm_calls=after.llm_calls - before.llm_calls, cache_hits=after.cache_hits - before.cache_hits,
+                 prompt_tokens=after.prompt_tokens - before.prompt_tokens,
+                 completion_tokens=after.completion_tokens - before.completion_tokens)
+
+
+def run_align(aligner: EvaluatorAligner, path: Path, items: Sequence[AlignItem], checklist: Checklist, *,
+              iterations: int, write: bool) -> list[AlignResult]:
+    """Up to ``iterations`` iterations, stopping at the first that does not rewrite the prompt."""
+    results: list[AlignResult] = []
+    for _ in range(iterations):
+        result = run_sync(aligner.step(path, items, checklist, write=write))
+        results.append(result)
+        if result.status != "updated" or not write:
+            break
+    return results
+
+
+def load_items(path: Path, output_key: str, source_key: str | None = None, limit: int | None = None) -> list[AlignItem]:
+    """The outputs (and sources) of a JSONL file, or of a ``.json`` list; dotted keys reach nested fields."""
+    from .bench.datasets import _get, _iter_jsonl, _read_json_list, _text
+
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {path}")
+    records = enumerate(_read_json_list(path), 1) if path.suffix.lower() == ".json" else _iter_jsonl(path)
+    items: list[AlignItem] = []
+    for number, record in records:
+        if limit is not None and len(items) >= limit:
+            break
+        where = f"{path}, record {number}"
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        source = _text(_get(record, source_key, where), where, source_key) if source_key else None
+        items.append(AlignItem(output=_text(_get(record, output_key, where), where, output_key), source=source))
+    if not items:
+        raise ValueError(f"{path}: no records")
+    return items
