@@ -53,6 +53,14 @@ def test_summary_level_averages_per_group_statistics() -> None:
     assert result.reason is None
 
 
+def test_one_usable_group_gets_no_bootstrap_interval() -> None:
+    # G2's metric is constant once G1's is: only one group is usable, and one group has no spread
+    result = summary_level({"a": G1, "b": [(1.0, 3.0), (1.0, 1.0), (1.0, 2.0)]}, ci_resamples=200)
+    assert (result.n_groups, result.n_skipped) == (1, 1)
+    assert result.spearman == pytest.approx(1.0) and result.ci is None
+    assert summary_level({"a": G1, "b": G2}, ci_resamples=200).ci is not None
+
+
 def test_summary_level_two_groups() -> None:
     result = summary_level({"a": G1, "b": G2})
     assert result.spearman == pytest.approx(0.25)

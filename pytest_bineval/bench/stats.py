@@ -209,7 +209,8 @@ def summary_level(
 
     Args:
         groups: ``{group_id: [(metric, human), ...]}``.
-        ci_resamples: If > 0, attach a bootstrap interval (groups resampled) with this many resamples.
+        ci_resamples: If > 0, attach a bootstrap interval (groups resampled) with this many resamples;
+            none when fewer than 2 groups are usable (resampling one group only repeats it).
         seed: Seed of the bootstrap.
         confidence: Coverage of the bootstrap interval.
 
@@ -242,7 +243,7 @@ def summary_level(
         n_items=n_items,
         skip_reasons=skip_reasons,
     )
-    if ci_resamples > 0:
+    if ci_resamples > 0 and len(per_group) >= 2:  # resampling one group only repeats it: no interval
         result = result.with_ci(
             _bootstrap_group_means(table, n_resamples=ci_resamples, seed=seed, confidence=confidence)
         )
