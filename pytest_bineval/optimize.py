@@ -312,8 +312,10 @@ class PromptOptimizer:
                                   f"{last['iteration']}: its prompt text is restored and its lessons retired")
                 return result
         if not failures:
+            errored = sum(1 for r in records if r.get("prompt") == name and r["outcome"] == "error")
             result.status = "no failures"
-            result.message = "every evaluation made with this prompt passed"
+            result.message = "every evaluation made with this prompt passed" if not errored else (
+                f"no failing verdict to learn from; {errored} evaluation(s) could not be scored (judge errors)")
             if measured:
                 save_history(hist_file, history)
             return result
@@ -376,7 +378,7 @@ class PromptOptimizer:
             return result
         history["iterations"].append({
             "iteration": iteration,
-            "judge": records[0]["model"] if records else None,
+            "judge": next((r["model"] for r in records if r.get("prompt") == name), None),
             "optimizer": self.model,
             "tests": tests,
             "evaluations": sum(1 for r in records if r.get("prompt") == name),

@@ -236,6 +236,16 @@ def test_no_failures_leaves_the_prompt_alone(engine: Any, tmp_path: Path) -> Non
     assert path.read_text() == PROMPT and not history_path(path).exists()
 
 
+def test_judge_errors_are_not_mistaken_for_passes(engine: Any, tmp_path: Path) -> None:
+    eng, fake = engine
+    path = tmp_path / "gen.md"
+    path.write_text(PROMPT)
+    errored = [record("t::a", "error", [("consistency", Q_NUM, "no")])]
+    result = run_sync(PromptOptimizer(eng).step("gen.md", path, errored))
+    assert result.status == "no failures" and "1 evaluation(s) could not be scored" in result.message
+    assert result.score is None and fake.requests == [] and path.read_text() == PROMPT
+
+
 def test_growth_budget_stops_a_bloating_iteration(engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pytest_bineval.optimize as opt
 
