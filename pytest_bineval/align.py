@@ -35,8 +35,6 @@ from .optimize import (
     MAX_NOTES,
     NOTE_SCHEMA,
     PromptOptimizer,
-    append_lesson,
-    apply_edit,
     clip,
     dedup_lessons,
     digest,
@@ -193,19 +191,8 @@ class EvaluatorAligner:
             group = next(g for n, g in notes if n == lesson)
             entry: dict[str, Any] = {"text": lesson, "iteration": iteration, "question": group[0].question,
                                      "disagreements": len(group)}
-            find, replace, error, usage = await self.optimizer.edit(new_text, lesson)
+            candidate, usage = await self.optimizer.write_lesson(new_text, lesson, entry)
             self.engine.usage += usage
-            reason = error
-            candidate = new_text
-            if find is not None and replace is not None:
-                candidate, reason = apply_edit(new_text, find, replace)
-                entry["edit"] = {"find": find, "replace": replace}
-            if reason is None:
-                entry["status"] = "applied"
-            else:
-                entry["rejected_edit"] = reason
-                candidate = append_lesson(new_text, lesson)
-                entry["status"] = "appended"
             try:
                 check_judge_prompt(parse_prompt(str(path), candidate))
             except ValueError as exc:

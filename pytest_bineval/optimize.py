@@ -283,6 +283,23 @@ class PromptOptimizer:
         find, replace = reply.value
         return find, replace, None, reply.usage
 
+    async def write_lesson(self, text: str, lesson: str, entry: dict[str, Any]) -> tuple[str, Usage]:
+        """``text`` with ``lesson`` written in -- the updater's edit when it applies, else appended to the
+        first section -- and the usage; ``entry`` records which (status, edit, rejected_edit)."""
+        find, replace, error, usage = await self.edit(text, lesson)
+        reason = error
+        candidate = text
+        if find is not None and replace is not None:
+            candidate, reason = apply_edit(text, find, replace)
+            entry["edit"] = {"find": find, "replace": replace}
+        if reason is None:
+            entry["status"] = "applied"
+        else:
+            entry["rejected_edit"] = reason
+            candidate = append_lesson(text, lesson)
+            entry["status"] = "appended"
+        return candidate, usage
+
     async def step(self, name: str, path: Path, records: Sequence[dict[str, Any]]) -> OptimizeResult:
         """One iteration for the prompt file ``path`` (named ``name`` by the tests)."""
         text = path.read_text(encoding="utf-8")
@@ -350,19 +367,8 @@ class PromptOptimizer:
                 "text": lesson, "iteration": iteration, "questions": sorted({f.question for f in group}),
                 "failures": len(group),
             }
-            find, replace, error, usage = await self.edit(new_text, lesson)
+            candidate, usage = await self.write_lesson(new_text, lesson, entry)
             result.usage += usage
-            reason = error
-            candidate = new_text
-            if find is not None and replace is not None:
-                candidate, reason = apply_edit(new_text, find, replace)
-                entry["edit"] = {"find": find, "replace": replace}
-            if reason is None:
-                entry["status"] = "applied"
-            else:
-                entry["rejected_edit"] = reason
-                candidate = append_lesson(new_text, lesson)
-                entry["status"] = "appended"
             if len(candidate) - len(text) > budget:
                 entry["status"] = "not applied"
                 entry["why"] = f"over this iteration's growth budget of {budget} characters"
