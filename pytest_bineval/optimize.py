@@ -76,6 +76,9 @@ _STOP = frozenset({
     "only", "each", "every", "any", "your", "you",
 })
 
+# Bounded strings: a grammar-constrained model that rambles still closes its JSON. (llama.cpp refuses the
+# grammar of much longer bounds -- 2000 characters is too many rules -- so passages are kept short.)
+FIND_MAX = 600
 NOTE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"lesson": {"type": "string", "minLength": 1, "maxLength": LESSON_MAX}},
@@ -85,8 +88,8 @@ NOTE_SCHEMA: dict[str, Any] = {
 EDIT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "find": {"type": "string", "minLength": 1, "maxLength": 2000},
-        "replace": {"type": "string", "minLength": 1, "maxLength": 2400},
+        "find": {"type": "string", "minLength": 1, "maxLength": FIND_MAX},
+        "replace": {"type": "string", "minLength": 1, "maxLength": FIND_MAX + MAX_EDIT_GROWTH},
     },
     "required": ["find", "replace"],
     "additionalProperties": False,
@@ -412,12 +415,13 @@ def clip(text: str) -> str:
 
 
 def parse_lesson(obj: dict[str, Any]) -> str:
+    """The lesson of a note-taker reply: its first two sentences (the prompt asks for at most two)."""
     lesson = obj.get("lesson")
     if not isinstance(lesson, str) or not lesson.strip():
         raise ValueError('"lesson" must be a non-empty string')
-    lesson = " ".join(lesson.split())
+    lesson = " ".join(re.split(r"(?<=[.!?])\s+", " ".join(lesson.split()))[:2])
     if len(lesson) > LESSON_MAX:
-        raise ValueError(f'"lesson" must be at most {LESSON_MAX} characters')
+        raise ValueError(f'"lesson" must be at most two sentences and {LESSON_MAX} characters')
     return lesson
 
 
@@ -425,6 +429,8 @@ def _edit(obj: dict[str, Any]) -> tuple[str, str]:
     find, replace = obj.get("find"), obj.get("replace")
     if not isinstance(find, str) or not isinstance(replace, str) or not find:
         raise ValueError('"find" and "replace" must be strings, "find" not empty')
+    if len(find) > FIND_MAX or len(replace) > FIND_MAX + MAX_EDIT_GROWTH:
+        raise ValueError(f'"find" must be a passage of the prompt (at most {FIND_MAX} characters), not all of it')
     return find, replace
 
 

@@ -102,6 +102,16 @@ def test_dedup_drops_lessons_said_before_or_twice() -> None:
     assert dropped == [new[0], new[2]]
 
 
+def test_a_lesson_is_at_most_two_sentences() -> None:
+    from pytest_bineval.optimize import parse_lesson
+
+    assert parse_lesson({"lesson": " Copy numbers.\n Name the city!  Also this. And that."}) == (
+        "Copy numbers. Name the city!")
+    for bad in ({"lesson": ""}, {"lesson": 3}, {"lesson": "x" * 400}):
+        with pytest.raises(ValueError):
+            parse_lesson(bad)
+
+
 def test_failures_and_score_by_prompt() -> None:
     recs = [
         record("t::a", "failed", [("consistency", Q_NUM, "no"), ("consistency", "Q2", "yes")]),
