@@ -234,8 +234,10 @@ def _correlation_rows(result: dict[str, Any], dims: list[str]) -> list[list[str]
         for variant, v in entry["variants"].items():
             for dim in dims:
                 corr = v["dimensions"][dim]["correlation"]
+                groups = corr["n_groups"]
                 n = f"{corr['n_items']}" + (
-                    f" ({corr['n_groups']} groups)" if result["protocol"] == "summary-level" else ""
+                    f" ({groups} group{'' if groups == 1 else 's'}{': no interval' if groups == 1 else ''})"
+                    if result["protocol"] == "summary-level" else ""
                 )
                 rows.append(
                     [
