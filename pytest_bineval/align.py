@@ -262,20 +262,15 @@ def run_align(aligner: EvaluatorAligner, path: Path, items: Sequence[AlignItem],
 
 def load_items(path: Path, output_key: str, source_key: str | None = None, limit: int | None = None) -> list[AlignItem]:
     """The outputs (and sources) of a JSONL file, or of a ``.json`` list; dotted keys reach nested fields."""
-    from .bench.datasets import _get, _iter_jsonl, _read_json_list, _text
+    from .bench.datasets import field_text, iter_records
 
     if not path.is_file():
         raise FileNotFoundError(f"data file not found: {path}")
-    records = enumerate(_read_json_list(path), 1) if path.suffix.lower() == ".json" else _iter_jsonl(path)
-    items: list[AlignItem] = []
-    for number, record in records:
-        if limit is not None and len(items) >= limit:
-            break
-        where = f"{path}, record {number}"
-        if not isinstance(record, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-        source = _text(_get(record, source_key, where), where, source_key) if source_key else None
-        items.append(AlignItem(output=_text(_get(record, output_key, where), where, output_key), source=source))
+    items = [
+        AlignItem(output=field_text(record, output_key, where),
+                  source=field_text(record, source_key, where) if source_key else None)
+        for _, where, record in iter_records(path, limit)
+    ]
     if not items:
         raise ValueError(f"{path}: no records")
     return items

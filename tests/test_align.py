@@ -109,16 +109,21 @@ def aligned_pair(*, learns: bool) -> tuple[ScriptedModel, ScriptedModel]:
     return reference, ScriptedModel(provider="tgfake", answers=target_answer).register()
 
 
-def test_alignment_rewrites_the_prompt_when_agreement_rises(tmp_path: Path) -> None:
-    reference, target = aligned_pair(learns=True)
-    path = tmp_path / "judge.md"
+def align_judge_prompt(path: Path, reference: ScriptedModel, target: ScriptedModel) -> list[Any]:
+    """Up to 3 alignment iterations of the prompt file ``path`` (written from JUDGE)."""
     path.write_text(JUDGE)
     engine = Engine(Settings(cache="off"))
     try:
         aligner = EvaluatorAligner(engine, reference=reference.model, target=target.model)
-        (result,) = run_align(aligner, path, ITEMS, CHECKLIST, iterations=3, write=True)[-1:]
+        return run_align(aligner, path, ITEMS, CHECKLIST, iterations=3, write=True)
     finally:
         engine.close()
+
+
+def test_alignment_rewrites_the_prompt_when_agreement_rises(tmp_path: Path) -> None:
+    reference, target = aligned_pair(learns=True)
+    path = tmp_path / "judge.md"
+    result = align_judge_prompt(path, reference, target)[-1]
     assert result.status == "no disagreements"  # the second iteration: nothing left to learn
     history = json.loads(history_path(path, "align").read_text())
     (it,) = history["iterations"]
@@ -132,13 +137,7 @@ def test_alignment_rewrites_the_prompt_when_agreement_rises(tmp_path: Path) -> N
 def test_an_edit_without_gain_is_discarded(tmp_path: Path) -> None:
     reference, target = aligned_pair(learns=False)
     path = tmp_path / "judge.md"
-    path.write_text(JUDGE)
-    engine = Engine(Settings(cache="off"))
-    try:
-        aligner = EvaluatorAligner(engine, reference=reference.model, target=target.model)
-        (result,) = run_align(aligner, path, ITEMS, CHECKLIST, iterations=3, write=True)
-    finally:
-        engine.close()
+    (result,) = align_judge_prompt(path, reference, target)
     assert result.status == "unchanged" and "0.500 -> 0.500" in result.message and "discarded" in result.message
     assert path.read_text() == JUDGE
     history = json.loads(history_path(path, "align").read_text())
@@ -167,7 +166,7 @@ def test_align_command_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_align_reports_bad_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "outputs.jsonl"
     data.write_text('{"summary": "x"}\n{"text": "y"}\n')
-    with pytest.raises(ValueError, match=r"record 2: missing key 'summary'"):
+    with pytest.raises(ValueError, match=r"line 2: missing key 'summary'"):
         load_items(data, "summary")
     checklist = tmp_path / "checklist.json"
     checklist.write_text(CHECKLIST.model_dump_json())

@@ -470,6 +470,32 @@ def _text(value: Any, where: str, key: str) -> str:
     return str(value)
 
 
+def iter_records(path: Path, limit: int | None = None) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
+    """``(number, where, record)`` for the first ``limit`` records of a JSONL file (numbered by line) or
+    of a ``.json`` list (by position); ``where`` names the file and number for error messages.
+
+    Raises:
+        ValueError: If the JSON is invalid or a record is not a JSON object.
+    """
+    records: Iterator[tuple[int, Any]]
+    if path.suffix.lower() == ".json":
+        records, unit = iter(list(enumerate(_read_json_list(path), start=1))), "item"
+    else:
+        records, unit = _iter_jsonl(path), "line"
+    for count, (number, record) in enumerate(records):
+        if limit is not None and count >= limit:
+            return
+        where = f"{path}, {unit} {number}"
+        if not isinstance(record, Mapping):
+            raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        yield number, where, record
+
+
+def field_text(record: Mapping[str, Any], key: str, where: str) -> str:
+    """The text under ``key`` (dotted keys reach nested fields; non-strings are JSON-encoded)."""
+    return _text(_get(record, key, where), where, key)
+
+
 def load_custom(
     path: PathLike,
     source_key: str,
@@ -497,28 +523,15 @@ def load_custom(
         raise FileNotFoundError(f"custom data file not found: {file}")
     if not score_keys:
         raise ValueError("score_keys must name at least one human score")
-    records: Iterator[tuple[int, Any]]
-    unit: str
-    if file.suffix.lower() == ".json":
-        records = iter(list(enumerate(_read_json_list(file), start=1)))
-        unit = "item"
-    else:
-        records = _iter_jsonl(file)
-        unit = "line"
+    unit = "item" if file.suffix.lower() == ".json" else "line"
     items: list[Item] = []
-    for number, record in records:
-        if limit is not None and len(items) >= limit:
-            break
-        where = f"{file}, {unit} {number}"
-        if not isinstance(record, Mapping):
-            raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-        group = "all" if group_key is None else _text(_get(record, group_key, where), where, group_key)
+    for number, where, record in iter_records(file, limit):
         items.append(
             Item(
                 id=str(number),
-                group=group,
-                source=_text(_get(record, source_key, where), where, source_key),
-                output=_text(_get(record, output_key, where), where, output_key),
+                group="all" if group_key is None else field_text(record, group_key, where),
+                source=field_text(record, source_key, where),
+                output=field_text(record, output_key, where),
                 human={key: _score(_get(record, key, where), where, key) for key in score_keys},
                 extra={unit: number},
             )
