@@ -225,7 +225,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         from .report import json_report
 
-        path.write_text(json.dumps(json_report(service.records, _totals(config), _settings(service)),
+        optimized = config.stash.get(OPTIMIZED, None) if service.options.optimize else None
+        path.write_text(json.dumps(json_report(service.records, _totals(config), _settings(service), optimized),
                                    indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

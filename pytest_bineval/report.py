@@ -117,8 +117,19 @@ def summary_lines(records: Sequence[Record], tot: dict[str, Any]) -> list[tuple[
     return lines
 
 
-def json_report(records: Sequence[Record], tot: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    return {"format": REPORT_FORMAT, "settings": settings, "totals": tot, "evaluations": list(records)}
+def json_report(records: Sequence[Record], tot: dict[str, Any], settings: dict[str, Any],
+                optimized: Sequence[Any] | None = None) -> dict[str, Any]:
+    """The ``--bineval-report`` document; ``optimized``: what ``--bineval-optimize`` did, per prompt file."""
+    report: dict[str, Any] = {"format": REPORT_FORMAT, "settings": settings, "totals": tot,
+                              "evaluations": list(records)}
+    if optimized is not None:
+        report["optimize"] = [
+            {"prompt": r.prompt, "status": r.status, "message": r.message, "score": r.score,
+             "failures": r.failures, "lessons": r.lessons, "chars_before": r.chars_before,
+             "chars_after": r.chars_after, "history": r.history, "usage": r.usage.model_dump(mode="json")}
+            for r in optimized
+        ]
+    return report
 
 
 def optimize_lines(results: Sequence[Any]) -> list[tuple[str, dict[str, bool]]]:

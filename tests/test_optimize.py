@@ -327,8 +327,11 @@ def test_without_the_option_nothing_is_written(pytester: pytest.Pytester) -> Non
 
 def test_optimize_updates_the_prompt_and_the_next_run_passes(pytester: pytest.Pytester) -> None:
     prompt = project(pytester)
-    result = pytester.runpytest("--color=no", "--bineval-optimize")
+    result = pytester.runpytest("--color=no", "--bineval-optimize", "--bineval-report=report.json")
     result.assert_outcomes(failed=1)  # this run's verdicts stand; the prompt is changed for the next run
+    (done,) = json.loads((pytester.path / "report.json").read_text())["optimize"]
+    assert done["prompt"] == "prompts/gen.md" and done["status"] == "updated" and done["score"] == 0.5
+    assert [e["status"] for e in done["lessons"]] == ["applied"] and done["usage"]["llm_calls"] == 2
     result.stdout.fnmatch_lines([
         "*= bineval optimize =*",
         "UPDATED prompts/gen.md: 1 lesson(s) written into the prompt (iteration 1)",
