@@ -352,6 +352,16 @@ def test_optimize_with_xdist_uses_the_workers_records(pytester: pytest.Pytester)
     assert "Copy every number exactly." in prompt.read_text()
 
 
+def test_a_corrupt_history_is_reported_and_nothing_is_written(pytester: pytest.Pytester) -> None:
+    prompt = project(pytester)
+    history_path(prompt).parent.mkdir()
+    history_path(prompt).write_text("[1, 2")
+    result = pytester.runpytest("--color=no", "--bineval-optimize")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["ERROR prompts/gen.md: the optimization history *gen.md.optimize.json is unreadable*"])
+    assert prompt.read_text() == PROMPT and history_path(prompt).read_text() == "[1, 2"
+
+
 def test_a_missing_prompt_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
     project(pytester)
     (pytester.path / "prompts" / "gen.md").unlink()
