@@ -164,7 +164,7 @@ class EvaluatorAligner:
         if not found:
             result.status = "no disagreements"
             result.message = f"the target agrees with the reference on all {result.compared} answered questions"
-            result.usage = _delta(self.engine.usage, before)
+            result.usage = self.engine.usage.since(before)
             return result
 
         groups: dict[str, list[Disagreement]] = {}
@@ -206,7 +206,7 @@ class EvaluatorAligner:
         result.lessons += entries
         if new_text == text:
             result.message = "; ".join(errors) or "no new lesson (all were duplicates of earlier ones)"
-            result.usage = _delta(self.engine.usage, before)
+            result.usage = self.engine.usage.since(before)
             return result
 
         tgt_new = await self.evaluate(self.target, check_judge_prompt(parse_prompt(str(path), new_text)), items,
@@ -238,14 +238,8 @@ class EvaluatorAligner:
             + ("the prompt is rewritten" if improved else "no gain, the edit is discarded")
             + ("" if write else " (dry run: nothing written)")
         )
-        result.usage = _delta(self.engine.usage, before)
+        result.usage = self.engine.usage.since(before)
         return result
-
-
-def _delta(after: Usage, before: Usage) -> Usage:
-    return Usage(llm_calls=after.llm_calls - before.llm_calls, cache_hits=after.cache_hits - before.cache_hits,
-                 prompt_tokens=after.prompt_tokens - before.prompt_tokens,
-                 completion_tokens=after.completion_tokens - before.completion_tokens)
 
 
 def run_align(aligner: EvaluatorAligner, path: Path, items: Sequence[AlignItem], checklist: Checklist, *,

@@ -105,6 +105,20 @@ class Usage(BaseModel):
             seconds=self.seconds + other.seconds,
         )
 
+    def since(self, before: Usage) -> Usage:
+        """What was spent between ``before`` and this running total."""
+        cost = None
+        if self.cost_usd is not None:
+            cost = self.cost_usd - (before.cost_usd or 0.0)
+        return Usage(
+            llm_calls=self.llm_calls - before.llm_calls,
+            cache_hits=self.cache_hits - before.cache_hits,
+            prompt_tokens=self.prompt_tokens - before.prompt_tokens,
+            completion_tokens=self.completion_tokens - before.completion_tokens,
+            cost_usd=cost,
+            seconds=self.seconds - before.seconds,
+        )
+
     @staticmethod
     def total(items: Iterable[Usage]) -> Usage:
         out = Usage()

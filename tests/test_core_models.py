@@ -160,3 +160,12 @@ def test_by_dimension_groups_questions_and_keeps_empty_dimensions() -> None:
     groups = checklist.by_dimension()
     assert {name: [q.id for q in qs] for name, qs in groups.items()} == {
         "consistency": ["consistency-1"], "tone": ["tone-1"], "fluency": []}
+
+
+def test_usage_since_is_the_spend_between_two_totals() -> None:
+    from pytest_bineval.models import Usage
+
+    before = Usage(llm_calls=2, cache_hits=1, prompt_tokens=100, completion_tokens=10, cost_usd=0.5, seconds=1.0)
+    spent = Usage(llm_calls=3, cache_hits=0, prompt_tokens=40, completion_tokens=4, cost_usd=0.25, seconds=2.0)
+    assert (before + spent).since(before) == spent
+    assert Usage(llm_calls=1).since(Usage()).cost_usd is None  # unknown cost stays unknown

@@ -147,9 +147,11 @@ class EmbeddedModel:
                 while len(out) < max_tokens:
                     ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
                     raw = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)
-                    logits = raw.copy()
-                    for t, c in counts.items():
-                        logits[t] -= frequency_penalty * c + presence_penalty
+                    logits = raw
+                    if frequency_penalty or presence_penalty:
+                        logits = raw.copy()  # the logprobs report the model's own distribution
+                        for t, c in counts.items():
+                            logits[t] -= frequency_penalty * c + presence_penalty
                     token = _choose(logits, temperature, grammar, rng)
                     if token in self._stop_ids:
                         break
