@@ -13,37 +13,53 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._version import __version__
 from .assertions import assert_passes, assert_passes_async
-from .checklist import DimensionsArg
-from .engine import Engine, Settings, run_sync
+from .dimensions import BUILTIN_DIMENSIONS, DimensionsArg, parse_dimensions
+from .engine import Engine, run_sync
 from .errors import (
+    ArgumentTypeError,
     BinevalAssertionError,
     BinevalError,
     BinevalJudgeError,
+    CallError,
     ChecklistGenerationError,
     InputTooLargeError,
     MissingExtraError,
+    NoTaskError,
+    PinError,
+    UsageError,
 )
 from .llm.providers import DEFAULT_MODEL, ensure_provider, register_provider
 from .models import Checklist, Evaluation, Question, Usage, Verdict
-from .prompting import BUILTIN_DIMENSIONS, prompt_version
+from .prompting import prompt_version
+from .record import EvaluationRecord, ReportDocument
+from .settings import Settings
 
 __all__ = [
     "BUILTIN_DIMENSIONS",
     "DEFAULT_MODEL",
+    "ArgumentTypeError",
     "BinevalAssertionError",
     "BinevalError",
     "BinevalJudgeError",
+    "CallError",
     "Checklist",
     "ChecklistGenerationError",
     "Engine",
     "Evaluation",
+    "EvaluationRecord",
     "InputTooLargeError",
     "MissingExtraError",
+    "NoTaskError",
+    "PinError",
     "Question",
+    "ReportDocument",
     "Settings",
     "Usage",
+    "UsageError",
     "Verdict",
+    "__version__",
     "aevaluate",
     "agenerate_checklist",
     "assert_passes",
@@ -51,11 +67,10 @@ __all__ = [
     "ensure_provider",
     "evaluate",
     "generate_checklist",
+    "parse_dimensions",
     "prompt_version",
     "register_provider",
 ]
-
-__version__ = "0.1.0"
 
 
 def _engine(model: str | None, settings: Settings | None, options: dict[str, Any]) -> Engine:

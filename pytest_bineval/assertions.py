@@ -7,27 +7,20 @@ the default settings apply.
 
 from __future__ import annotations
 
-import contextvars
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from .errors import BinevalAssertionError, BinevalJudgeError
+from .dimensions import DimensionsArg, default_threshold, parse_dimensions
+from .errors import BinevalAssertionError, BinevalJudgeError, NoTaskError, UsageError
 from .models import Checklist, Evaluation
-
-if TYPE_CHECKING:
-    from .session import BinevalService
-
-DEFAULT_THRESHOLDS: dict[str, float] = {
-    "consistency": 0.8,
-    "coherence": 0.7,
-    "fluency": 0.7,
-    "relevance": 0.7,
-}
-DEFAULT_THRESHOLD = 0.7  # for dimensions of your own
+from .record import ChecklistStatus, EvaluationRecord, Location
+from .session import TestContext, current
 
 Threshold = float | Mapping[str, float]
-DimensionArg = str | Mapping[str, str] | Sequence[str | Mapping[str, str]] | None
 
 NO_TASK_MESSAGE = (
     "pytest-bineval needs the task the output was made for, to build its checklist. Give it in one of "
@@ -36,56 +29,6 @@ NO_TASK_MESSAGE = (
     "  2. @pytest.mark.bineval(task=\"Summarize the article ...\") on the test, class or module\n"
     "  3. a `bineval_task` fixture returning the task text (conftest.py, module or class)"
 )
-
-
-class NoTaskError(Exception):
-    """Raised when no task can be found; the plugin turns it into a usage error of the test."""
-
-
-@dataclass
-class TestContext:
-    """What assert_passes knows about the running test (set by the plugin around each test call)."""
-
-    service: BinevalService
-    nodeid: str
-    marker: dict[str, Any] = field(default_factory=dict)
-    fixture_task: Any = None  # () -> str | None, resolved only when needed
-    pin_path: Any = None  # pathlib.Path of this test's pinned-checklist file
-    prompt: str | None = None  # the generator prompt file the test names (rootdir-relative when inside it)
-    records: list[dict[str, Any]] = field(default_factory=list)
-
-
-_current: contextvars.ContextVar[TestContext | None] = contextvars.ContextVar("bineval_test", default=None)
-
-
-def set_current(ctx: TestContext | None) -> contextvars.Token[TestContext | None]:
-    return _current.set(ctx)
-
-
-def reset_current(token: contextvars.Token[TestContext | None]) -> None:
-    _current.reset(token)
-
-
-def current() -> TestContext | None:
-    return _current.get()
-
-
-def split_dimensions(dimension: DimensionArg) -> tuple[list[str] | None, list[str | Mapping[str, str]] | None]:
-    """(names to check, dimension spec for checklist generation) from the ``dimension`` argument."""
-    if dimension is None:
-        return None, None
-    items: list[str | Mapping[str, str]] = (
-        [dimension] if isinstance(dimension, (str, Mapping)) else list(dimension)
-    )
-    names: list[str] = []
-    for item in items:
-        if isinstance(item, str):
-            names.append(item)
-        elif isinstance(item, Mapping):
-            names.extend(item)
-        else:
-            raise TypeError(f"dimension must be a name, a {{name: definition}} or a list of them, not {item!r}")
-    return names, items
 
 
 def thresholds_for(names: list[str], *layers: Threshold | None) -> dict[str, float]:
@@ -107,9 +50,9 @@ def thresholds_for(names: list[str], *layers: Threshold | None) -> dict[str, flo
                 value = float(layer)
                 break
         if value is None:
-            value = DEFAULT_THRESHOLDS.get(name, DEFAULT_THRESHOLD)
+            value = default_threshold(name)
         if not 0.0 <= value <= 1.0:
-            raise ValueError(f"threshold for {name!r} must be within [0, 1], not {value}")
+            raise UsageError(f"threshold for {name!r} must be within [0, 1], not {value}")
         out[name] = value
     return out
 
@@ -118,15 +61,13 @@ def _fmt(score: float | None) -> str:
     return "n/a" if score is None else f"{score:.2f}"
 
 
-def failure_message(evaluation: Evaluation, thresholds: dict[str, float]) -> str:
+def failure_message(record: EvaluationRecord) -> str:
     """Every requested dimension's score vs threshold, then every failing question with its explanation."""
     lines = ["bineval: output scored below threshold"]
-    scores = evaluation.scores
-    for name, limit in thresholds.items():
-        s = scores.get(name)
-        mark = "FAIL" if s is None or s < limit else "ok"
-        lines.append(f"  {name}: {_fmt(s)} (threshold {limit:.2f}) {mark}")
-    failed = [v for v in evaluation.failed if v.dimension in thresholds]
+    for d in record.dimensions:
+        mark = "ok" if d.outcome == "passed" else "FAIL"
+        lines.append(f"  {d.name}: {_fmt(d.score)} (threshold {d.threshold:.2f}) {mark}")
+    failed = record.failing()
     if failed:
         lines.append(f"failing questions ({len(failed)}):")
         for v in failed:
@@ -135,64 +76,76 @@ def failure_message(evaluation: Evaluation, thresholds: dict[str, float]) -> str
     return "\n".join(lines)
 
 
-def judge_error_message(evaluation: Evaluation) -> str:
-    lines = [f"bineval: the judge ({evaluation.model}) failed on {len(evaluation.errors)} question(s); "
+def judge_error_message(record: EvaluationRecord) -> str:
+    errors = record.errors()
+    lines = [f"bineval: the judge ({record.model}) failed on {len(errors)} question(s); "
              "this test cannot be scored:"]
-    for v in evaluation.errors:
+    for v in errors:
         lines.append(f"  [{v.dimension}] {v.question}")
         lines.append(f"      cause: {v.error}")
     return "\n".join(lines)
 
 
-def _conclude(evaluation: Evaluation, thresholds: dict[str, float], ctx: TestContext | None,
-              checklist: Checklist, pinned: str, output: str, source: str | None) -> Evaluation:
+@dataclass
+class _Prepared:
+    evaluation: Evaluation
+    thresholds: dict[str, float]
+    ctx: TestContext | None
+    checklist: Checklist
+    status: ChecklistStatus
+    output: str
+    source: str | None
+
+
+def _conclude(p: _Prepared, location: Location | None) -> Evaluation:
     __tracebackhide__ = True
-    errors = [v for v in evaluation.errors if v.dimension in thresholds]
-    scores = evaluation.scores
-    passed = not errors and all(
-        (s := scores.get(n)) is not None and s >= t for n, t in thresholds.items()
-    )
-    outcome = "error" if errors else ("passed" if passed else "failed")
-    if ctx is not None:
-        ctx.service.record(ctx, evaluation, thresholds, outcome, checklist, pinned, output, source)
-    if errors:
-        raise BinevalJudgeError(judge_error_message(evaluation), errors)
-    if not passed:
-        raise BinevalAssertionError(failure_message(evaluation, thresholds), evaluation)
-    return evaluation
+    if p.ctx is not None:
+        record = p.ctx.service.record(p.ctx, p.evaluation, p.thresholds, p.checklist, p.status, p.output, p.source,
+                                      location)
+    else:
+        record = EvaluationRecord.build(test="", evaluation=p.evaluation, thresholds=p.thresholds,
+                                        questions=p.checklist.questions, checklist_status=p.status,
+                                        output=p.output, source=p.source, location=location)
+    if record.outcome == "error":
+        raise BinevalJudgeError(judge_error_message(record), record.errors())
+    if record.outcome == "failed":
+        raise BinevalAssertionError(failure_message(record), p.evaluation)
+    return p.evaluation
 
 
-async def _aprepare(output: Any, dimension: DimensionArg, source: Any, task: str | None,
-                    threshold: Threshold | None, checklist: Checklist | None, model: str | None,
-                    ) -> tuple[Evaluation, dict[str, float], TestContext | None, Checklist, str, str, str | None]:
+def _task(task: str | None, ctx: TestContext | None) -> str:
+    """The task: explicit > marker > ``bineval_task`` fixture (tested precedence)."""
+    if task is None and ctx is not None:
+        task = ctx.marker.task
+        if task is None and ctx.fixture_task is not None:
+            task = ctx.fixture_task()
+    if task is None:
+        raise NoTaskError(NO_TASK_MESSAGE)
+    return task
+
+
+async def _aprepare(output: Any, dimension: DimensionsArg, source: Any, task: str | None,
+                    threshold: Threshold | None, checklist: Checklist | None, model: str | None) -> _Prepared:
     from .judge import check_output
 
     check_output(output, source)
     ctx = current()
-    names, spec = split_dimensions(dimension)
-    marker = ctx.marker if ctx is not None else {}
-    pinned = "explicit"
+    request = parse_dimensions(dimension)
+    status: ChecklistStatus = "explicit"
     if checklist is None:
-        if task is None:
-            task = marker.get("task")
-        if task is None and ctx is not None and ctx.fixture_task is not None:
-            task = ctx.fixture_task()
-        if task is None:
-            raise NoTaskError(NO_TASK_MESSAGE)
-        gen_dims = marker.get("dimensions") or spec
+        task = _task(task, ctx)
+        gen_dims: DimensionsArg = ctx.marker.dimensions if ctx is not None and ctx.marker.dimensions else dimension
         if ctx is not None:
-            checklist, pinned = await ctx.service.achecklist_for(ctx, task, gen_dims)
+            checklist, status = await ctx.service.achecklist_for(ctx, task, gen_dims)
         else:
             from . import agenerate_checklist
 
-            checklist = await agenerate_checklist(task, gen_dims, model=model)
-            pinned = "unpinned"
-    if names is None:
-        names = list(checklist.dimensions)
+            checklist, status = await agenerate_checklist(task, gen_dims, model=model), "unpinned"
+    names = list(request.names) if request is not None else list(checklist.dimensions)
     selected = checklist.select(names)
-    layers: list[Threshold | None] = [threshold, marker.get("threshold")]
+    layers: list[Threshold | None] = [threshold]
     if ctx is not None:
-        layers.append(ctx.service.options.threshold)
+        layers += [ctx.marker.threshold, ctx.service.options.threshold]
     thresholds = thresholds_for(names, *layers)
     if ctx is not None:
         evaluation = await ctx.service.engine.aevaluate(output, selected, source, model=model)
@@ -200,12 +153,30 @@ async def _aprepare(output: Any, dimension: DimensionArg, source: Any, task: str
         from . import aevaluate
 
         evaluation = await aevaluate(output, selected, source, model=model)
-    return evaluation, thresholds, ctx, selected, pinned, output, source
+    return _Prepared(evaluation, thresholds, ctx, selected, status, output, source)
+
+
+def _caller_location() -> Location | None:
+    """File (relative to the rootdir, else to the current directory) and line of the user's call."""
+    frame = sys._getframe(1)
+    package = str(Path(__file__).parent)
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return None
+    ctx = current()
+    root = ctx.service.rootpath if ctx is not None else Path.cwd()
+    path = Path(frame.f_code.co_filename)
+    try:
+        name = path.resolve().relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError):
+        name = os.fspath(path)
+    return Location(file=name, line=frame.f_lineno)
 
 
 def assert_passes(
     output: str,
-    dimension: DimensionArg = None,
+    dimension: DimensionsArg = None,
     *,
     source: str | None = None,
     task: str | None = None,
@@ -222,13 +193,14 @@ def assert_passes(
     __tracebackhide__ = True
     from .engine import run_sync
 
+    location = _caller_location()
     prepared = run_sync(_aprepare(output, dimension, source, task, threshold, checklist, model))
-    return _conclude(*prepared)
+    return _conclude(prepared, location)
 
 
 async def assert_passes_async(
     output: str,
-    dimension: DimensionArg = None,
+    dimension: DimensionsArg = None,
     *,
     source: str | None = None,
     task: str | None = None,
@@ -238,5 +210,6 @@ async def assert_passes_async(
 ) -> Evaluation:
     """``await``-able twin of :func:`assert_passes` for async tests (no nested event loop)."""
     __tracebackhide__ = True
+    location = _caller_location()
     prepared = await _aprepare(output, dimension, source, task, threshold, checklist, model)
-    return _conclude(*prepared)
+    return _conclude(prepared, location)

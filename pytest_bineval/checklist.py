@@ -3,25 +3,25 @@
 Step 1 rewrites the task into explicit requirements. Step 2 decomposes them, one dimension at a time,
 into atomic yes/no questions (yes = satisfied), each with an example of what a "no" looks like.
 Asking per dimension guarantees that every requested dimension gets questions, or a clear error.
+
+The dimensions and their definitions come from :mod:`pytest_bineval.dimensions`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import ChecklistGenerationError
-from .llm.client import CallError, LLMClient
+from .dimensions import DimensionsArg, resolve_dimensions
+from .errors import ArgumentTypeError, CallError, ChecklistGenerationError, UsageError
+from .llm.client import LLMClient
 from .models import Checklist, Question, Usage
-from .prompting import BUILTIN_DIMENSIONS, load_prompt, prompt_version
+from .prompting import load_prompt, prompt_version
 
 MAX_QUESTIONS_PER_DIMENSION = 6
 MAX_REQUIREMENTS = 12
 # Lists invite repetition (small models repeat one question six times): penalise repeated tokens.
 LIST_SAMPLING = {"presence_penalty": 0.5, "frequency_penalty": 0.3}
-
-DimensionsArg = Sequence[str | Mapping[str, str]] | Mapping[str, str] | str | None
 
 REQUIREMENTS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -66,35 +66,6 @@ QUESTIONS_SCHEMA: dict[str, Any] = {
 }
 
 
-def resolve_dimensions(dimensions: DimensionsArg) -> dict[str, str]:
-    """Names of built-in dimensions and/or ``{"name": "definition"}`` mappings -> name -> definition."""
-    if dimensions is None:
-        return dict(BUILTIN_DIMENSIONS)
-    items: list[str | Mapping[str, str]]
-    items = [dimensions] if isinstance(dimensions, (str, Mapping)) else list(dimensions)
-    out: dict[str, str] = {}
-    for item in items:
-        if isinstance(item, str):
-            if item not in BUILTIN_DIMENSIONS:
-                raise ValueError(
-                    f"unknown dimension {item!r}: built-in ones are {sorted(BUILTIN_DIMENSIONS)}; "
-                    'define your own as {"name": "definition"}'
-                )
-            out[item] = BUILTIN_DIMENSIONS[item]
-        elif isinstance(item, Mapping):
-            for name, definition in item.items():
-                if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][\w-]{0,40}", name):
-                    raise ValueError(f"dimension names are identifiers (letters, digits, _ or -), not {name!r}")
-                if not isinstance(definition, str) or not definition.strip():
-                    raise ValueError(f"dimension {name!r} needs a non-empty definition")
-                out[name] = definition.strip()
-        else:
-            raise TypeError(f"a dimension is a name or a {{name: definition}} mapping, not {type(item).__name__}")
-    if not out:
-        raise ValueError("at least one dimension is needed")
-    return out
-
-
 def _normalise(text: str) -> str:
     return re.sub(r"[^a-z0-9 ]", "", re.sub(r"\s+", " ", text.lower())).strip()
 
@@ -135,10 +106,10 @@ def _questions(obj: dict[str, Any]) -> list[dict[str, str]]:
 async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = None) -> tuple[Checklist, Usage]:
     """Run the two-step meta-prompt with ``client``; returns the checklist and what it cost."""
     if not isinstance(task, str):
-        raise TypeError(f"task must be a string, not {type(task).__name__}")
+        raise ArgumentTypeError(f"task must be a string, not {type(task).__name__}")
     task = task.strip()
     if not task:
-        raise ValueError("task is empty: describe what the output under test is supposed to do")
+        raise UsageError("task is empty: describe what the output under test is supposed to do")
     dims = resolve_dimensions(dimensions)
     usage = Usage()
     try:

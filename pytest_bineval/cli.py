@@ -8,7 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .llm.cache import CACHE_MODES
+from .errors import UsageError
+from .settings import Settings, add_setting_arguments, settings_from_args
 
 
 def _read(path: str) -> str:
@@ -16,30 +17,22 @@ def _read(path: str) -> str:
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help="litellm model string (default: the embedded model)")
-    p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
-    p.add_argument("--cache", choices=CACHE_MODES, default="on", help="reply cache mode (default: on)")
-    p.add_argument("--cache-dir", default=".bineval_cache", help="cache directory (default: .bineval_cache)")
-    p.add_argument("--concurrency", type=int, default=8, help="parallel requests to hosted models (default: 8)")
+    """The engine's settings as options (``--model``, ``--api-base``, ``--cache`` ...), from :class:`Settings`."""
+    add_setting_arguments(p.add_argument_group("model and cache"))
 
 
-def _settings(args: argparse.Namespace) -> object:
-    from .engine import Settings
-
-    return Settings(model=args.model, api_base=args.api_base, cache=args.cache, cache_dir=args.cache_dir,
-                    concurrency=args.concurrency)
+def _settings(args: argparse.Namespace) -> Settings:
+    return settings_from_args(args)
 
 
 def cmd_checklist(args: argparse.Namespace) -> int:
     from . import generate_checklist
-    from .engine import Settings
 
     dims: list[str | dict[str, str]] = []
     for d in args.dimension or []:
         name, sep, definition = d.partition("=")
         dims.append({name: definition} if sep else name)
     settings = _settings(args)
-    assert isinstance(settings, Settings)
     checklist = generate_checklist(args.task, dims or None, settings=settings)
     print(checklist.model_dump_json(indent=2))
     return 0
@@ -47,13 +40,11 @@ def cmd_checklist(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from . import Checklist, evaluate
-    from .engine import Settings
 
     checklist = Checklist.model_validate_json(_read(args.checklist))
     output = _read(args.output)
     source = _read(args.source) if args.source else None
     settings = _settings(args)
-    assert isinstance(settings, Settings)
     result = evaluate(output, checklist, source, settings=settings)
     data = json.loads(result.model_dump_json())
     data["errors"] = len(result.errors)
@@ -62,9 +53,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_align(args: argparse.Namespace) -> int:
-    from .align import EvaluatorAligner, load_items, run_align
-    from .engine import Engine, Settings
+    from .engine import Engine
     from .models import Checklist
+    from .optimize import EvaluatorAligner, load_items, run_align
     from .prompting import packaged_judge_prompt
 
     checklist = Checklist.model_validate_json(_read(args.checklist))
@@ -72,15 +63,13 @@ def cmd_align(args: argparse.Namespace) -> int:
     prompt = Path(args.prompt)
     if not prompt.exists():
         if args.dry_run:
-            raise ValueError(f"{prompt} does not exist (a dry run does not create it)")
+            raise UsageError(f"{prompt} does not exist (a dry run does not create it)")
         prompt.parent.mkdir(parents=True, exist_ok=True)
         prompt.write_text(packaged_judge_prompt(), encoding="utf-8")
         print(f"created {prompt} from the packaged judge prompt", file=sys.stderr)
-    settings = _settings(args)
-    assert isinstance(settings, Settings)
-    engine = Engine(settings)
+    engine = Engine(_settings(args))
     try:
-        aligner = EvaluatorAligner(engine, reference=args.reference, target=settings.judge_model,
+        aligner = EvaluatorAligner(engine, reference=args.reference, target=engine.settings.judge_model,
                                    optimizer_model=args.optimizer_model)
         results = run_align(aligner, prompt, items, checklist, iterations=args.iterations, write=not args.dry_run)
     finally:

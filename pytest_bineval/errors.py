@@ -1,15 +1,28 @@
-"""Exceptions raised by pytest-bineval."""
+"""Exceptions raised by pytest-bineval: every one derives from :class:`BinevalError`.
+
+The plugin reports a :class:`BinevalError` raised by a test as an *error* of the test (it could not be
+scored), except :class:`BinevalAssertionError`, which is the verdict "below threshold" (a failure).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .models import Verdict
+from typing import Any
 
 
 class BinevalError(Exception):
     """Base class of every error this package raises on purpose."""
+
+
+class UsageError(BinevalError, ValueError):
+    """A call or configuration that cannot work as given (unknown dimension, bad threshold, no task, ...)."""
+
+
+class ArgumentTypeError(BinevalError, TypeError):
+    """An argument of the wrong type (e.g. an output under test that is not a ``str``)."""
+
+
+class NoTaskError(UsageError):
+    """No task text anywhere for a test's checklist (argument, marker or ``bineval_task`` fixture)."""
 
 
 class MissingExtraError(BinevalError, ImportError):
@@ -24,19 +37,28 @@ class InputTooLargeError(BinevalError, ValueError):
     """The output and source do not fit in the judge model's context window."""
 
 
-class CacheError(BinevalError):
-    """The cache directory cannot be used at all (reported as a warning, never raised to tests)."""
+class PinError(BinevalError):
+    """A pinned checklist file is unreadable or malformed, or (``--bineval-strict``) missing or stale."""
+
+
+class CallError(BinevalError):
+    """No usable model reply after the bounded retries; ``cause`` says why, ``usage`` what was spent."""
+
+    def __init__(self, cause: str, usage: Any = None) -> None:  # usage: models.Usage (errors is a leaf module)
+        super().__init__(cause)
+        self.cause = cause
+        self.usage = usage
 
 
 class BinevalJudgeError(BinevalError):
     """The judge failed on at least one question: the test errors, it never passes silently."""
 
-    def __init__(self, message: str, verdicts: list[Verdict] | None = None) -> None:
+    def __init__(self, message: str, verdicts: list[Any] | None = None) -> None:  # verdicts: models.Verdict
         super().__init__(message)
         self.verdicts = verdicts or []
 
 
-class BinevalAssertionError(AssertionError):
+class BinevalAssertionError(BinevalError, AssertionError):
     """An output scored below its threshold; the message lists every failing question."""
 
     def __init__(self, message: str, evaluation: object | None = None) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Literal
 
-from .errors import InputTooLargeError
-from .llm.client import CallError, LLMClient
+from .errors import ArgumentTypeError, CallError, InputTooLargeError
+from .llm.client import LLMClient
 from .models import Checklist, Evaluation, Question, Usage, Verdict
 from .prompting import Prompt, delimit, load_prompt
 
@@ -57,9 +57,9 @@ def judge_messages(task: str, source: str | None, output: str, question: Questio
 
 def check_output(output: object, source: object) -> None:
     if not isinstance(output, str):
-        raise TypeError(f"the output under test must be a str, not {type(output).__name__}")
+        raise ArgumentTypeError(f"the output under test must be a str, not {type(output).__name__}")
     if source is not None and not isinstance(source, str):
-        raise TypeError(f"source must be a str or None, not {type(source).__name__}")
+        raise ArgumentTypeError(f"source must be a str or None, not {type(source).__name__}")
 
 
 async def judge(
@@ -90,8 +90,7 @@ async def judge(
                     max_tokens=160, want_p_yes=True,
                 )
             except CallError as exc:
-                usage = getattr(exc, "usage", Usage(llm_calls=1))
-                return Verdict(**base, answer="error", error=exc.cause), usage
+                return Verdict(**base, answer="error", error=exc.cause), exc.usage or Usage()
             answer, explanation = reply.value
             return (
                 Verdict(**base, answer=answer, explanation=explanation, p_yes=reply.p_yes, cached=reply.cached),

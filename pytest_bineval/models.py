@@ -8,12 +8,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from .errors import UsageError
+
 Answer = Literal["yes", "no", "error"]
 
 
 def task_digest(task: str) -> str:
     """A short, stable digest of a task text (used to notice stale pinned checklists)."""
     return hashlib.sha256(task.strip().encode("utf-8")).hexdigest()[:16]
+
+
+def _clip(text: str, n: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 class Question(BaseModel):
@@ -50,14 +57,17 @@ class Checklist(BaseModel):
         return groups
 
     def select(self, dimensions: Iterable[str] | None) -> Checklist:
-        """The sub-checklist of the named dimensions (all when None); unknown names are a ValueError."""
+        """The sub-checklist of the named dimensions (all when None); a name the checklist lacks is a
+        :class:`UsageError` naming the requested and the available dimensions."""
         if dimensions is None:
             return self
         names = list(dict.fromkeys(dimensions))
         unknown = [n for n in names if n not in self.dimensions]
         if unknown:
-            raise ValueError(
-                f"dimension(s) {unknown} not in this checklist; it has {sorted(self.dimensions)}"
+            raise UsageError(
+                f"dimension(s) {', '.join(map(repr, unknown))} requested but not in the checklist of task "
+                f"{_clip(self.task)!r}: it has {', '.join(map(repr, self.dimensions))}; add them to the "
+                "checklist's dimensions (e.g. @pytest.mark.bineval(dimensions=[...])) or ask for one it has"
             )
         return self.model_copy(
             update={

@@ -1,16 +1,16 @@
-"""The ``--bineval-*`` options: parsing, validation, and the CLI > ini > default precedence."""
+"""The ``--bineval-*`` options: built from the engine's :data:`~pytest_bineval.settings.SETTING_SPECS` plus
+what only the plugin does; parsing, validation, and the CLI > ini > default precedence."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import fields
 from typing import Any
 
 import pytest
 
-from .llm.cache import CACHE_MODES
 from .session import Options
+from .settings import SETTING_SPECS, OptionSpec, Settings
 
 
 def parse_threshold(text: str) -> float | dict[str, float]:
@@ -39,65 +39,28 @@ def parse_threshold(text: str) -> float | dict[str, float]:
     return out
 
 
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {v}")
-    return v
-
-
-def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, not {v}")
-    return v
-
-
-def cache_mode(text: str) -> str:
-    if text not in CACHE_MODES:
-        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(CACHE_MODES)})")
-    return text
-
-
 def _flag(text: str) -> bool:
     return text.strip().lower() in ("1", "true", "yes", "on")
 
 
-@dataclass(frozen=True)
-class Spec:
-    name: str  # option name without the --bineval- prefix
-    help: str
-    parse: Callable[[str], Any] | None = None  # None: a flag
-    metavar: str | None = None
-
-
-SPECS: tuple[Spec, ...] = (
-    Spec("model", "judge model, a litellm model string (default: the embedded SmolLM2-135M)", str, "MODEL"),
-    Spec("checklist-model", "model that writes checklists (default: the judge model)", str, "MODEL"),
-    Spec("threshold", "minimum share of yes per dimension: 0.8, or consistency=0.9,fluency=0.6 "
-         "(default: consistency 0.8, others 0.7)", parse_threshold, "T"),
-    Spec("cache", "reply cache: on, off, or read-only (CI runs that must not write)", cache_mode, "MODE"),
-    Spec("cache-dir", "cache directory, relative to the rootdir (default: .bineval_cache)", str, "DIR"),
-    Spec("concurrency", "parallel requests to hosted models (default: 8)", positive_int, "N"),
-    Spec("timeout", "seconds to wait for one model reply (default: 120)", positive_float, "SECONDS"),
-    Spec("update-checklists", "write generated checklists as pinned files under __bineval__/"),
-    Spec("strict", "an unpinned or stale checklist is a test error"),
-    Spec("report", "write a JSON report of every evaluation to PATH", str, "PATH"),
-    Spec("judge-prompt", "an evaluator prompt file of your own, in the format of the packaged judge.md "
-         "(e.g. one aligned with `bineval align`), relative to the rootdir", str, "FILE"),
-    Spec("optimize", "after the run, rewrite each generator prompt file named by @pytest.mark.bineval(prompt=...) "
-         "with lessons from its failing questions (one iteration of the self-update loop)"),
+# What only the plugin does (the engine's settings come first, from SETTING_SPECS).
+PLUGIN_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec("threshold", "threshold", "minimum share of yes per dimension: 0.8, or consistency=0.9,fluency=0.6",
+               parse_threshold, "T", "consistency 0.8, others 0.7"),
+    OptionSpec("update-checklists", "update_checklists",
+               "write generated checklists as pinned files under __bineval__/"),
+    OptionSpec("strict", "strict", "an unpinned or stale checklist is a test error"),
+    OptionSpec("report", "report", "write a JSON report of every evaluation to PATH (relative to the rootdir)",
+               str, "PATH", "none"),
+    OptionSpec("optimize", "optimize", "after the run, rewrite each generator prompt file named by "
+               "@pytest.mark.bineval(prompt=...) with lessons from its failing questions (one iteration of the "
+               "self-update loop)"),
 )
+SPECS: tuple[OptionSpec, ...] = (*SETTING_SPECS, *PLUGIN_SPECS)
 
 
-def dest(spec: Spec) -> str:
-    return "bineval_" + spec.name.replace("-", "_")
+def dest(spec: OptionSpec) -> str:
+    return "bineval_" + spec.attr
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -109,8 +72,8 @@ def add_options(parser: pytest.Parser) -> None:
             parser.addini(dest(spec), spec.help, type="bool", default=False)
         else:
             group.addoption(f"--bineval-{spec.name}", action="store", type=spec.parse, default=None,
-                            dest=dest(spec), metavar=spec.metavar, help=spec.help)
-            parser.addini(dest(spec), spec.help, type="string", default="")
+                            dest=dest(spec), metavar=spec.metavar, help=spec.help_with_default())
+            parser.addini(dest(spec), spec.help_with_default(), type="string", default="")
 
 
 def read_options(config: pytest.Config) -> Options:
@@ -129,5 +92,7 @@ def read_options(config: pytest.Config) -> Options:
                 except argparse.ArgumentTypeError as exc:
                     raise pytest.UsageError(f"ini option {key} = {raw!r}: {exc}") from None
         if value is not None:
-            values[spec.name.replace("-", "_")] = value
-    return Options(**values)
+            values[spec.attr] = value
+    setting_names = {f.name for f in fields(Settings)}
+    settings = Settings(**{k: v for k, v in values.items() if k in setting_names})
+    return Options(settings=settings, **{k: v for k, v in values.items() if k not in setting_names})

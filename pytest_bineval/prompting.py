@@ -11,28 +11,10 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from .errors import UsageError
+
 _SECTION = re.compile(r"^## (system|user|assistant)\s*$", re.MULTILINE)
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
-
-BUILTIN_DIMENSIONS: dict[str, str] = {
-    "coherence": (
-        "The response is well structured and well organized: it builds from sentence to sentence "
-        "into a coherent body of information, not a heap of related facts."
-    ),
-    "consistency": (
-        "The response is factually aligned with the input: it contains only statements entailed by "
-        "the input, with no fabricated, contradicted or misattributed facts."
-    ),
-    "fluency": (
-        "The response is well written: grammatical, correctly spelled and punctuated, readable, "
-        "without repetition or formatting problems."
-    ),
-    "relevance": (
-        "The response selects the important content of the input and answers what the task asks, "
-        "without redundant or off-topic information."
-    ),
-}
-
 
 @dataclass(frozen=True)
 class Prompt:
@@ -49,7 +31,7 @@ def _fill(template: str, values: dict[str, str], name: str) -> str:
     def sub(match: re.Match[str]) -> str:
         key = match.group(1)
         if key not in values:
-            raise KeyError(f"prompt {name!r} needs a value for {{{{{key}}}}}")
+            raise UsageError(f"prompt {name!r} needs a value for {{{{{key}}}}}")
         return values[key]
 
     return _PLACEHOLDER.sub(sub, template)
@@ -73,7 +55,7 @@ def parse_prompt(name: str, text: str) -> Prompt:
     turns = tuple((parts[i], parts[i + 1].strip()) for i in range(1, len(parts) - 1, 2))
     roles = [role for role, _ in turns]
     if not roles or roles[0] != "system" or roles[-1] != "user":
-        raise ValueError(f"prompt file {name} must start with '## system' and end with '## user'")
+        raise UsageError(f"prompt file {name} must start with '## system' and end with '## user'")
     return Prompt(name, turns)
 
 
@@ -94,7 +76,7 @@ def packaged_judge_prompt() -> str:
 
 def check_judge_prompt(prompt: Prompt) -> Prompt:
     """``prompt`` if it can serve as an evaluator prompt: ``{{output}}`` and ``{{question}}`` present, no
-    placeholder the judge cannot fill; else ValueError."""
+    placeholder the judge cannot fill; else UsageError."""
     used = {m for _, body in prompt.turns for m in _PLACEHOLDER.findall(body)}
     missing = {"output", "question"} - used
     unknown = used - JUDGE_PLACEHOLDERS
@@ -103,7 +85,7 @@ def check_judge_prompt(prompt: Prompt) -> Prompt:
             return ", ".join("{{" + k + "}}" for k in sorted(keys))
 
         problems = ([f"needs {names(missing)}"] if missing else []) + ([f"unknown {names(unknown)}"] if unknown else [])
-        raise ValueError(f"judge prompt {prompt.name}: {'; '.join(problems)}; it may use {names(JUDGE_PLACEHOLDERS)}")
+        raise UsageError(f"judge prompt {prompt.name}: {'; '.join(problems)}; it may use {names(JUDGE_PLACEHOLDERS)}")
     return prompt
 
 
@@ -114,7 +96,7 @@ def load_judge_prompt(path: str) -> Prompt:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ValueError(f"cannot read the judge prompt {path}: {exc}") from exc
+        raise UsageError(f"cannot read the judge prompt {path}: {exc}") from exc
     return check_judge_prompt(parse_prompt(path, text))
 
 

@@ -1,103 +1,80 @@
-"""Run-wide state of a pytest session: options, the engine, pinned checklists, evaluation records."""
+"""Run-wide state of a pytest session: options, the engine, the current test's context, pinned
+checklists, the evaluation records, and what pytest-xdist workers send to the controller."""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
-import re
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .checklist import DimensionsArg, resolve_dimensions
-from .engine import Engine, Settings, run_sync
-from .errors import BinevalError
-from .llm.cache import CacheMode
-from .models import Checklist, Evaluation, task_digest
+from .dimensions import DimensionsArg, resolve_dimensions
+from .engine import Engine, run_sync
+from .errors import PinError, UsageError
+from .markers import MarkerArgs
+from .models import Checklist, Evaluation, Usage
+from .pins import PinFile, pin
+from .record import (
+    ChecklistStatus,
+    EvaluationRecord,
+    Location,
+    OptimizeOutcome,
+    ReportDocument,
+    ReportSettings,
+    Totals,
+)
+from .settings import Settings
 
-if TYPE_CHECKING:
-    from .assertions import TestContext
-
-PIN_DIR = "__bineval__"
-PIN_FORMAT = 1
-SOURCE_IN_REPORT = 4000  # characters of the source kept in a report record
-
-
-class PinError(BinevalError):
-    """--bineval-strict: a test ran on a checklist that is not pinned, or whose pin is stale."""
+Threshold = float | Mapping[str, float]
 
 
 @dataclass(frozen=True)
 class Options:
-    """The ``--bineval-*`` options, validated (picklable, for pytest-xdist)."""
+    """The ``--bineval-*`` options, validated (picklable, for pytest-xdist): the engine's settings and
+    what only the pytest plugin does."""
 
-    model: str | None = None
-    checklist_model: str | None = None
+    settings: Settings = field(default_factory=Settings)
     threshold: float | dict[str, float] | None = None
-    cache: CacheMode = "on"
-    cache_dir: str = ".bineval_cache"
-    concurrency: int = 8
-    timeout: float = 120.0
     update_checklists: bool = False
     strict: bool = False
     report: str | None = None
     optimize: bool = False
-    judge_prompt: str | None = None
-
-    def settings(self) -> Settings:
-        return Settings(model=self.model, checklist_model=self.checklist_model, cache=self.cache,
-                        cache_dir=self.cache_dir, concurrency=self.concurrency, timeout=self.timeout,
-                        judge_prompt=self.judge_prompt)
 
 
-def pin_path(module_path: Path, test_name: str) -> Path:
-    """``__bineval__/<module stem>/<[Class.]test name without parameters>.json`` beside the test module."""
-    base = re.sub(r"\[.*\]$", "", test_name).replace("::", ".")
-    safe = re.sub(r"[^\w.-]", "_", base)
-    return module_path.parent / PIN_DIR / module_path.stem / f"{safe}.json"
+@dataclass
+class TestContext:
+    """What ``assert_passes`` knows about the running test (set by the plugin around each test call)."""
+
+    service: BinevalService
+    nodeid: str
+    marker: MarkerArgs = field(default_factory=MarkerArgs)
+    fixture_task: Callable[[], str | None] | None = None  # resolved only when needed
+    pin_path: Path | None = None  # this test's pinned-checklist file
+    records: list[EvaluationRecord] = field(default_factory=list)
+
+    @property
+    def test_name(self) -> str:
+        """The node id within its module (``Class::test[param]``): what a pin entry lists."""
+        return self.nodeid.split("::", 1)[-1]
 
 
-def _dims_key(dimensions: dict[str, str]) -> list[list[str]]:
-    return sorted([name, definition] for name, definition in dimensions.items())
+_current: contextvars.ContextVar[TestContext | None] = contextvars.ContextVar("bineval_test", default=None)
 
 
-class PinFile:
-    """The checklists pinned for one test: a JSON file meant to be reviewed and committed."""
+def set_current(ctx: TestContext | None) -> contextvars.Token[TestContext | None]:
+    return _current.set(ctx)
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.checklists: list[Checklist] = []
-        if path.is_file():
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-                self.checklists = [Checklist.model_validate(c) for c in data["checklists"]]
-            except Exception as exc:
-                raise PinError(f"pinned checklist file {path} is unreadable: {exc}") from exc
 
-    def find(self, task: str, dimensions: dict[str, str]) -> tuple[Checklist | None, bool]:
-        """(exact match, whether a pin for the same dimensions exists but for another task text)."""
-        digest = task_digest(task)
-        stale = False
-        for c in self.checklists:
-            if _dims_key(c.dimensions) == _dims_key(dimensions):
-                if c.task_digest == digest:
-                    return c, False
-                stale = True
-        return None, stale
+def reset_current(token: contextvars.Token[TestContext | None]) -> None:
+    _current.reset(token)
 
-    def put(self, checklist: Checklist) -> None:
-        key = _dims_key(checklist.dimensions)
-        self.checklists = [c for c in self.checklists if _dims_key(c.dimensions) != key]
-        self.checklists.append(checklist)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        body = {"format": PIN_FORMAT, "checklists": [c.model_dump(mode="json") for c in self.checklists]}
-        text = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".pin-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, self.path)
+
+def current() -> TestContext | None:
+    """The running test's context, or None outside a pytest run with the plugin."""
+    return _current.get()
 
 
 @dataclass
@@ -106,22 +83,30 @@ class BinevalService:
 
     options: Options
     engine: Engine
-    records: list[dict[str, Any]] = field(default_factory=list)
+    rootpath: Path = field(default_factory=Path.cwd)
+    records: list[EvaluationRecord] = field(default_factory=list)
     pins_written: list[str] = field(default_factory=list)
-    on_record: Callable[[dict[str, Any]], object] | None = None
+    on_record: Callable[[EvaluationRecord], object] | None = None
+    worker_usage: list[Usage] = field(default_factory=list)
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
 
     @classmethod
     def create(cls, options: Options, rootpath: Path) -> BinevalService:
-        cache_dir = Path(os.path.expanduser(options.cache_dir))
+        """Paths of the options are resolved against the rootdir (not the current directory)."""
+        s = options.settings
+        cache_dir = Path(os.path.expanduser(s.cache_dir))
         if not cache_dir.is_absolute():
             cache_dir = rootpath / cache_dir
         judge_prompt = None
-        if options.judge_prompt is not None:
-            path = Path(os.path.expanduser(options.judge_prompt))
+        if s.judge_prompt is not None:
+            path = Path(os.path.expanduser(s.judge_prompt))
             judge_prompt = str(path if path.is_absolute() else rootpath / path)
-        settings = options.settings().with_overrides(cache_dir=str(cache_dir), judge_prompt=judge_prompt)
-        return cls(options=options, engine=Engine(settings))
+        settings = s.with_overrides(cache_dir=str(cache_dir), judge_prompt=judge_prompt)
+        try:
+            engine = Engine(settings)
+        except UsageError as exc:  # the only file the engine reads up front
+            raise UsageError(f"--bineval-judge-prompt: {exc}") from None
+        return cls(options=options, engine=engine, rootpath=rootpath)
 
     # -- public fixture API ------------------------------------------------------------------------------
     def checklist(self, task: str, dimensions: DimensionsArg = None) -> Checklist:
@@ -139,55 +124,74 @@ class BinevalService:
             self._memo[key] = await self.engine.achecklist(task, dims)
         return self._memo[key]
 
-    async def achecklist_for(self, ctx: TestContext, task: str, dimensions: DimensionsArg) -> tuple[Checklist, str]:
+    async def achecklist_for(self, ctx: TestContext, task: str,
+                             dimensions: DimensionsArg) -> tuple[Checklist, ChecklistStatus]:
         """The checklist of the current test and its pin status: pinned, written, unpinned or stale."""
         dims = resolve_dimensions(dimensions)
         if ctx.pin_path is None:
             return await self._agenerate(task, dims), "unpinned"
-        pins = PinFile(ctx.pin_path)
-        found, stale = pins.find(task, dims)
-        if found is not None and not self.options.update_checklists:
+        found, stale = PinFile.read(ctx.pin_path).find(task, dims, ctx.test_name)
+        update, strict = self.options.update_checklists, self.options.strict
+        if found is not None and not update:
             return found, "pinned"
-        if self.options.strict and not self.options.update_checklists:
+        if strict and not update:
             why = "is stale (the task text changed since it was pinned)" if stale else "is not pinned"
             raise PinError(
                 f"--bineval-strict: the checklist of {ctx.nodeid} {why}; review and pin it with "
                 f"--bineval-update-checklists (file: {ctx.pin_path})"
             )
         checklist = await self._agenerate(task, dims)
-        if self.options.update_checklists:
-            if found is None or found.model_dump() != checklist.model_dump():
-                pins.put(checklist)
+        if update:
+            if pin(ctx.pin_path, checklist, ctx.test_name):
                 self.pins_written.append(str(ctx.pin_path))
             return checklist, "written"
         return checklist, "stale" if stale else "unpinned"
 
-    def record(self, ctx: TestContext, evaluation: Evaluation, thresholds: dict[str, float], outcome: str,
-               checklist: Checklist, pinned: str, output: str = "", source: str | None = None) -> None:
-        """Keep what the report needs (JSON-able, so pytest-xdist workers can send it)."""
-        rec = {
-            "test": ctx.nodeid,
-            "task": checklist.task,
-            "prompt": ctx.prompt,
-            "model": evaluation.model,
-            "checklist_model": checklist.model,
-            "checklist_status": pinned,
-            "output": output,
-            "source": source if source is None or len(source) <= SOURCE_IN_REPORT else
-            source[:SOURCE_IN_REPORT] + f"… [{len(source) - SOURCE_IN_REPORT} more characters]",
-            "dimensions": list(thresholds),
-            "thresholds": thresholds,
-            "scores": {d: evaluation.scores.get(d) for d in thresholds},
-            "overall": evaluation.overall,
-            "outcome": outcome,
-            "verdicts": [v.model_dump(mode="json") for v in evaluation.verdicts],
-            "questions": [q.model_dump(mode="json") for q in checklist.questions],
-            "usage": evaluation.usage.model_dump(mode="json"),
-        }
+    def record(self, ctx: TestContext, evaluation: Evaluation, thresholds: dict[str, float], checklist: Checklist,
+               status: ChecklistStatus, output: str, source: str | None,
+               location: Location | None) -> EvaluationRecord:
+        """Keep the evaluation's record (for the summary, the report, xdist and the hook) and return it."""
+        rec = EvaluationRecord.build(
+            test=ctx.nodeid, index=len(ctx.records), evaluation=evaluation, thresholds=thresholds,
+            questions=checklist.questions, checklist_status=status, checklist_model=checklist.model,
+            prompt_version=checklist.prompt_version, output=output, source=source, prompt=ctx.marker.prompt,
+            location=location,
+        )
         ctx.records.append(rec)
         self.records.append(rec)
         if self.on_record is not None:
             self.on_record(rec)
+        return rec
+
+    # -- run totals and the report ----------------------------------------------------------------------
+    def usage(self) -> Usage:
+        """Everything this process's engine and the xdist workers' engines spent."""
+        return Usage.total([self.engine.usage, *self.worker_usage])
+
+    def totals(self) -> Totals:
+        return Totals.of(self.records, self.usage(), pins_written=len(set(self.pins_written)))
+
+    def report_document(self, optimized: list[OptimizeOutcome] | None = None) -> ReportDocument:
+        s = self.engine.settings
+        settings = ReportSettings(model=s.judge_model, checklist_model=s.generator_model, cache=s.cache,
+                                  temperature=s.temperature, concurrency=s.concurrency, timeout=s.timeout,
+                                  retries=s.retries, judge_prompt=self.options.settings.judge_prompt)
+        return ReportDocument(settings=settings, totals=self.totals(), evaluations=list(self.records),
+                              optimize=optimized)
+
+    # -- pytest-xdist: a worker's payload, merged by the controller ------------------------------------------
+    def worker_payload(self) -> str:
+        return json.dumps({
+            "records": [r.model_dump(mode="json") for r in self.records],
+            "usage": self.engine.usage.model_dump(mode="json"),
+            "pins_written": self.pins_written,
+        })
+
+    def merge_worker(self, payload: str) -> None:
+        data = json.loads(payload)
+        self.records.extend(EvaluationRecord.model_validate(r) for r in data["records"])
+        self.pins_written.extend(data["pins_written"])
+        self.worker_usage.append(Usage.model_validate(data["usage"]))
 
     def close(self) -> None:
         self.engine.close()

@@ -140,7 +140,7 @@ class ScriptedModel:
 
 
 def _make_handler(fake: ScriptedModel) -> Any:
-    from .llm.client import import_litellm
+    from .llm._litellm import import_litellm
 
     import_litellm()
     from litellm.llms.custom_llm import CustomLLM

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 
 from pytest_bineval import Checklist, Evaluation, Question, Settings, Verdict
-from pytest_bineval.align import AlignItem, EvaluatorAligner, agreement, load_items, run_align
 from pytest_bineval.cli import main
 from pytest_bineval.engine import Engine
-from pytest_bineval.optimize import history_path
+from pytest_bineval.optimize import AlignItem, EvaluatorAligner, agreement, history_path, load_items, run_align
 from pytest_bineval.prompting import load_judge_prompt, packaged_judge_prompt
 from pytest_bineval.testing import ScriptedModel
 

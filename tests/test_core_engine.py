@@ -25,6 +25,7 @@ from pytest_bineval import (
     InputTooLargeError,
     Question,
     Settings,
+    UsageError,
     aevaluate,
     agenerate_checklist,
     evaluate,
@@ -223,7 +224,7 @@ def test_evaluate_a_subset_of_dimensions(fake: ScriptedModel, cache_dir: Path) -
     result = evaluate(SUMMARY, make_checklist(4), ARTICLE, dimensions="fluency", **opts(fake, cache_dir))
     assert [v.dimension for v in result.verdicts] == ["fluency", "fluency"]
     assert fake.calls_of("verdict") == 2
-    with pytest.raises(ValueError, match="not in this checklist"):
+    with pytest.raises(UsageError, match=r"'tone' requested but not in the checklist .* it has 'consistency'"):
         evaluate(SUMMARY, make_checklist(4), ARTICLE, dimensions=["tone"], **opts(fake, cache_dir))
 
 

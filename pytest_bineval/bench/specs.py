@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..prompting import BUILTIN_DIMENSIONS
+from ..dimensions import BUILTIN_DIMENSIONS
 
 Protocol = Literal["summary-level", "pooled", "ifbench"]
 

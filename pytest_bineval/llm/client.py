@@ -10,18 +10,18 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import re
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ..errors import InputTooLargeError
+from ..errors import CallError, InputTooLargeError
 from ..models import Usage
 from ..prompting import prompt_version
+from ._litellm import import_litellm
 from .cache import ResponseCache, cache_key
+from .providers import ensure_provider
 
 T = TypeVar("T")
 
@@ -33,31 +33,6 @@ _TRANSIENT = (
     "Timeout",
     "APIError",
 )
-
-
-def import_litellm() -> Any:
-    """Import litellm lazily, offline-safe (no price-list download at import)."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    # litellm's provider modules load lazily and pydantic warns about their ReadOnly TypedDicts: noise
-    # for our users, filtered by its exact message (pytest applies the same filter through the plugin).
-    warnings.filterwarnings("ignore", message=r".*ReadOnly.*qualifier", category=UserWarning)
-    with warnings.catch_warnings():
-        # litellm's pydantic types emit UserWarnings about ReadOnly TypedDicts when first built
-        warnings.simplefilter("ignore", UserWarning)
-        import litellm
-
-        # build the lazily-created response schemas now, inside this filter
-        litellm.ModelResponse(choices=[{"message": {"role": "assistant", "content": ""}}])
-
-    return litellm
-
-
-class CallError(Exception):
-    """No usable reply after the bounded retries; ``cause`` says why."""
-
-    def __init__(self, cause: str) -> None:
-        super().__init__(cause)
-        self.cause = cause
 
 
 @dataclass
@@ -174,8 +149,6 @@ class LLMClient:
 
         ``sampling``: extra OpenAI-style decoding parameters (e.g. ``presence_penalty``), part of the key.
         """
-        from .providers import ensure_provider
-
         ensure_provider(self.settings.model)
         s = self.settings
         request: dict[str, Any] = {
@@ -239,9 +212,7 @@ class LLMClient:
                 self.cache.set(key, {"content": content, "p_yes": p_yes})
             return Reply(value, content, p_yes, usage, cached=False)
         usage.seconds = time.perf_counter() - started
-        err = CallError(cause)
-        err.usage = usage  # type: ignore[attr-defined]
-        raise err
+        raise CallError(cause, usage)
 
     async def _call(self, request: dict[str, Any]) -> Any:
         litellm = import_litellm()

@@ -20,8 +20,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingExtraError
-from .providers import EMBEDDED_CONTEXT, EMBEDDED_MODEL_NAME, EMBEDDED_PROVIDER
+from ..errors import BinevalError, MissingExtraError
+from ._litellm import import_litellm
+
+EMBEDDED_PROVIDER = "bineval"
+EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
+DEFAULT_MODEL = f"{EMBEDDED_PROVIDER}/{EMBEDDED_MODEL_NAME}"
+EMBEDDED_CONTEXT = 8192
+
+
+def is_embedded(model: str) -> bool:
+    """Whether a litellm model string names the embedded model's in-process provider."""
+    return model.split("/", 1)[0] == EMBEDDED_PROVIDER
+
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = (
@@ -250,7 +261,7 @@ class EmbeddedModel:
         return str(llm.detokenize([token]).decode("utf-8", "replace"))
 
 
-class ContextTooSmall(Exception):
+class ContextTooSmall(BinevalError):
     def __init__(self, prompt_tokens: int, max_tokens: int, n_ctx: int) -> None:
         super().__init__(
             f"prompt of {prompt_tokens} tokens + {max_tokens} reply tokens exceeds the embedded model's "
@@ -272,8 +283,6 @@ def _schema_of(response_format: Any) -> dict[str, Any] | None:
 
 def make_embedded_handler() -> Any:
     """A litellm ``CustomLLM`` serving the embedded model (the class is built lazily: litellm is heavy)."""
-    from .client import import_litellm
-
     import_litellm()
     from litellm.exceptions import ContextWindowExceededError
     from litellm.llms.custom_llm import CustomLLM

@@ -7,22 +7,18 @@ through litellm's ordinary code path.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-EMBEDDED_PROVIDER = "bineval"
-EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
-DEFAULT_MODEL = f"{EMBEDDED_PROVIDER}/{EMBEDDED_MODEL_NAME}"
-EMBEDDED_CONTEXT = 8192
+from ._litellm import import_litellm
+from .local import DEFAULT_MODEL, EMBEDDED_CONTEXT, EMBEDDED_PROVIDER, is_embedded, make_embedded_handler
 
-
-def is_embedded(model: str) -> bool:
-    return model.split("/", 1)[0] == EMBEDDED_PROVIDER
+__all__ = ["DEFAULT_MODEL", "embedded_model", "ensure_provider", "is_embedded", "register_provider",
+           "registered_handler"]
 
 
 def register_provider(name: str, handler: Any) -> None:
     """Register (or replace) an in-process litellm provider ``name`` served by ``handler``."""
-    from .client import import_litellm
-
     litellm = import_litellm()
     entries = [e for e in (litellm.custom_provider_map or []) if e.get("provider") != name]
     entries.append({"provider": name, "custom_handler": handler})
@@ -33,8 +29,6 @@ def register_provider(name: str, handler: Any) -> None:
 
 
 def registered_handler(name: str) -> Any | None:
-    from .client import import_litellm
-
     for entry in import_litellm().custom_provider_map or []:
         if entry.get("provider") == name:
             return entry["custom_handler"]
@@ -44,14 +38,8 @@ def registered_handler(name: str) -> Any | None:
 def ensure_provider(model: str) -> None:
     """Make sure the provider a model string names is reachable (registers the embedded one lazily)."""
     if is_embedded(model) and registered_handler(EMBEDDED_PROVIDER) is None:
-        from .local import make_embedded_handler
-
         handler = make_embedded_handler()
         register_provider(EMBEDDED_PROVIDER, handler)
-        import logging
-
-        from .client import import_litellm
-
         litellm_logger = logging.getLogger("LiteLLM")  # it warns that a free local model has no cache pricing
         level = litellm_logger.level
         litellm_logger.setLevel(logging.ERROR)

@@ -22,29 +22,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import judge as _judge
-from .engine import Engine, run_sync
-from .errors import BinevalError
-from .llm.client import CallError
-from .llm.providers import is_embedded
-from .models import Checklist, Evaluation, Usage, Verdict
-from .optimize import (
+from ..engine import Engine, run_sync
+from ..errors import UsageError
+from ..jsonl import field_text, iter_records
+from ..models import Checklist, Evaluation, Usage, Verdict
+from ..prompting import Prompt, check_judge_prompt, delimit, load_prompt, parse_prompt, strip_comments
+from .lessons import (
     EXAMPLES,
-    GROWTH_BUDGET,
-    MAX_LESSONS,
-    MAX_NOTES,
-    NOTE_SCHEMA,
-    PromptOptimizer,
-    clip,
-    dedup_lessons,
+    LessonLoop,
+    NoteRequest,
     digest,
+    examples_block,
     history_path,
     load_history,
-    parse_lesson,
     save_history,
     write_text_atomic,
 )
-from .prompting import Prompt, check_judge_prompt, delimit, load_prompt, parse_prompt, strip_comments
 
 __all__ = ["AlignItem", "AlignResult", "Disagreement", "EvaluatorAligner", "agreement", "run_align"]
 
@@ -109,44 +102,26 @@ class EvaluatorAligner:
         self.engine = engine
         self.reference = reference
         self.target = target
-        self.optimizer = PromptOptimizer(engine, optimizer_model or reference)
+        self.loop = LessonLoop(engine, optimizer_model or reference)
 
     async def evaluate(self, model: str, prompt: Prompt | None, items: Sequence[AlignItem],
                        checklist: Checklist) -> list[Evaluation]:
         """Every item judged by ``model`` (``prompt``: None for the packaged judge prompt)."""
-        concurrency = 1 if is_embedded(model) else self.engine.settings.concurrency
-        client = self.engine.client(model)
-        out: list[Evaluation] = []
-        for item in items:
-            ev = await _judge.judge(client, item.output, checklist, item.source, concurrency=concurrency,
-                                    prompt=prompt)
-            self.engine.usage += ev.usage
-            out.append(ev)
-        return out
+        return [await self.engine.aevaluate(item.output, checklist, item.source, model=model, prompt=prompt)
+                for item in items]
 
-    async def _note(self, prompt_text: str, group: Sequence[Disagreement],
-                    items: Sequence[AlignItem]) -> tuple[str | None, str | None, Usage]:
+    def _note_request(self, prompt_text: str, group: Sequence[Disagreement], items: Sequence[AlignItem]) -> NoteRequest:
         examples = []
-        for n, d in enumerate(group[:EXAMPLES], 1):
+        for d in group[:EXAMPLES]:
             item = items[d.item]
-            parts = [f"Example {n}:"]
-            if item.source:
-                parts.append(f"<input>\n{delimit(clip(item.source))}\n</input>")
-            parts.append(f"<response>\n{delimit(clip(item.output))}\n</response>")
-            parts.append(f'The target answered "{d.target.answer}":\n'
-                         f"<explanation>\n{delimit(clip(d.target.explanation))}\n</explanation>")
-            parts.append(f'The reference answered "{d.reference.answer}":\n'
-                         f"<explanation>\n{delimit(clip(d.reference.explanation))}\n</explanation>")
-            examples.append("\n".join(parts))
+            parts = [("", "input", item.source)] if item.source else []
+            parts += [("", "response", item.output),
+                      (f'The target answered "{d.target.answer}":', "explanation", d.target.explanation),
+                      (f'The reference answered "{d.reference.answer}":', "explanation", d.reference.explanation)]
+            examples.append(parts)
         messages = load_prompt("aligner").messages(prompt=delimit(strip_comments(prompt_text)),
-                                                   question=group[0].question, examples="\n\n".join(examples))
-        try:
-            reply = await self.engine.client(self.optimizer.model).complete_json(
-                messages, schema_name="lesson", schema=NOTE_SCHEMA, validate=parse_lesson, max_tokens=160,
-            )
-        except (CallError, BinevalError) as exc:
-            return None, f"note-taker failed: {getattr(exc, 'cause', exc)}", getattr(exc, "usage", Usage())
-        return reply.value, None, reply.usage
+                                                   question=group[0].question, examples=examples_block(examples))
+        return NoteRequest(messages, {"question": group[0].question, "disagreements": len(group)})
 
     async def step(self, path: Path, items: Sequence[AlignItem], checklist: Checklist, *,
                    write: bool = True) -> AlignResult:
@@ -170,42 +145,26 @@ class EvaluatorAligner:
         groups: dict[str, list[Disagreement]] = {}
         for d in found:
             groups.setdefault(d.question, []).append(d)
-        ranked = sorted(groups.values(), key=lambda g: -len(g))[:MAX_NOTES]
-        notes: list[tuple[str, list[Disagreement]]] = []
-        errors: list[str] = []
-        for group in ranked:
-            lesson, error, usage = await self._note(text, group, items)
-            self.engine.usage += usage
-            if lesson is not None:
-                notes.append((lesson, group))
-            elif error:
-                errors.append(error)
+        ranked = sorted(groups.values(), key=lambda g: -len(g))
         memory = [str(e["text"]) for e in history["lessons"]]
-        kept, dropped = dedup_lessons([n for n, _ in notes], memory)
-        result.lessons += [{"text": t, "status": "duplicate"} for t in dropped]
         iteration = len(history["iterations"]) + 1
-        budget = max(GROWTH_BUDGET, int(0.3 * len(text)))
-        new_text = text
-        entries: list[dict[str, Any]] = []
-        for lesson in kept[:MAX_LESSONS]:
-            group = next(g for n, g in notes if n == lesson)
-            entry: dict[str, Any] = {"text": lesson, "iteration": iteration, "question": group[0].question,
-                                     "disagreements": len(group)}
-            candidate, usage = await self.optimizer.write_lesson(new_text, lesson, entry)
-            self.engine.usage += usage
+
+        def check(candidate: str) -> str | None:
             try:
                 check_judge_prompt(parse_prompt(str(path), candidate))
             except ValueError as exc:
-                entry["status"], entry["why"] = "not applied", f"the edited prompt would be invalid: {exc}"
-                candidate = new_text
-            if len(candidate) - len(text) > budget:
-                entry["status"], entry["why"] = "not applied", f"over the growth budget of {budget} characters"
-                candidate = new_text
-            new_text = candidate
-            entries.append(entry)
+                return f"the edited prompt would be invalid: {exc}"
+            return None
+
+        learned = await self.loop.learn(text, [self._note_request(text, g, items) for g in ranked], memory,
+                                        iteration, check)
+        self.engine.usage += learned.usage
+        result.lessons += [{"text": t, "status": "duplicate"} for t in learned.duplicates]
+        entries = learned.entries
         result.lessons += entries
+        new_text = learned.text
         if new_text == text:
-            result.message = "; ".join(errors) or "no new lesson (all were duplicates of earlier ones)"
+            result.message = "; ".join(learned.errors) or "no new lesson (all were duplicates of earlier ones)"
             result.usage = self.engine.usage.since(before)
             return result
 
@@ -221,7 +180,7 @@ class EvaluatorAligner:
         if improved:
             history["iterations"].append({
                 "iteration": iteration, "reference": self.reference, "target": self.target,
-                "optimizer": self.optimizer.model, "items": len(items), "questions": len(checklist.questions),
+                "optimizer": self.loop.model, "items": len(items), "questions": len(checklist.questions),
                 "agreement_before": result.agreement_before, "agreement_after": after,
                 "disagreements_before": len(found), "disagreements_after": len(still),
                 "before_digest": digest(text), "after_digest": digest(new_text), "before": text, "after": new_text,
@@ -256,15 +215,13 @@ def run_align(aligner: EvaluatorAligner, path: Path, items: Sequence[AlignItem],
 
 def load_items(path: Path, output_key: str, source_key: str | None = None, limit: int | None = None) -> list[AlignItem]:
     """The outputs (and sources) of a JSONL file, or of a ``.json`` list; dotted keys reach nested fields."""
-    from .bench.datasets import field_text, iter_records
-
     if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {path}")
+        raise UsageError(f"data file not found: {path}")
     items = [
         AlignItem(output=field_text(record, output_key, where),
                   source=field_text(record, source_key, where) if source_key else None)
         for _, where, record in iter_records(path, limit)
     ]
     if not items:
-        raise ValueError(f"{path}: no records")
+        raise UsageError(f"{path}: no records")
     return items

@@ -1,0 +1,27 @@
+"""The one place that imports litellm (a leaf module: it imports nothing of this package)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+
+def import_litellm() -> Any:
+    """Import litellm lazily and offline-safe.
+
+    litellm downloads a price list when it is imported unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set, so
+    it is set here, right before the import and only when the caller has not set it: importing
+    pytest-bineval leaves the environment alone; only a process that reaches a model imports litellm.
+    """
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # litellm's provider modules load lazily and pydantic warns about their ReadOnly TypedDicts: noise
+    # for our users, filtered by its exact message (pytest applies the same filter through the plugin).
+    warnings.filterwarnings("ignore", message=r".*ReadOnly.*qualifier", category=UserWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        import litellm
+
+        # build the lazily-created response schemas now, inside this filter
+        litellm.ModelResponse(choices=[{"message": {"role": "assistant", "content": ""}}])
+    return litellm

@@ -1,0 +1,305 @@
+"""The lesson loop shared by ``--bineval-optimize`` (generator prompts) and ``bineval align`` (evaluator
+prompts): a note-taker LLM turns each group of failures into one general lesson, lessons are deduplicated
+against each other and the prompt's lesson memory, and an updater LLM writes each lesson into the prompt
+as a surgical ``find`` -> ``replace`` edit (applied only if the passage occurs once and the rewrite keeps
+every ``{{placeholder}}`` and ``## section`` line; otherwise the lesson is appended to the first
+section), within a growth budget. The history files and atomic writes live here too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engine import Engine
+from ..errors import BinevalError
+from ..models import Usage
+from ..prompting import delimit, load_prompt, strip_comments
+
+HISTORY_FORMAT = 1
+MAX_LESSONS = 5  # new lessons per iteration (most frequent failing questions first)
+MAX_NOTES = 8  # note-taker calls per iteration
+EXAMPLES = 2  # failing examples shown to the note-taker per question
+MAX_EDIT_GROWTH = 400  # characters one edit may add
+GROWTH_BUDGET = 600  # characters one iteration may add (or 30% of the prompt, whichever is larger)
+LESSON_MAX = 300
+SIMILAR = 0.6  # word-set Jaccard at or above which two lessons are the same lesson
+EXAMPLE_CHARS = 1500  # characters of an input or output shown to the note-taker
+
+_PLACEHOLDER = re.compile(r"\{\{\s*\w+\s*\}\}")
+_HEADER = re.compile(r"^## .*$", re.MULTILINE)
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset({
+    "a", "an", "the", "and", "or", "of", "to", "in", "on", "for", "with", "is", "are", "be", "it", "its",
+    "this", "that", "as", "by", "at", "from", "not", "no", "do", "does", "should", "must", "always", "never",
+    "only", "each", "every", "any", "your", "you",
+})
+
+# Bounded strings: a grammar-constrained model that rambles still closes its JSON. (llama.cpp refuses the
+# grammar of much longer bounds -- 2000 characters is too many rules -- so passages are kept short.)
+FIND_MAX = 600
+NOTE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"lesson": {"type": "string", "minLength": 1, "maxLength": LESSON_MAX}},
+    "required": ["lesson"],
+    "additionalProperties": False,
+}
+EDIT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "find": {"type": "string", "minLength": 1, "maxLength": FIND_MAX},
+        "replace": {"type": "string", "minLength": 1, "maxLength": FIND_MAX + MAX_EDIT_GROWTH},
+    },
+    "required": ["find", "replace"],
+    "additionalProperties": False,
+}
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def similar(a: str, b: str) -> bool:
+    """Whether two lessons say the same thing (word sets, or near-identical text)."""
+    wa, wb = _words(a), _words(b)
+    if wa and wb and len(wa & wb) / len(wa | wb) >= SIMILAR:
+        return True
+    return difflib.SequenceMatcher(None, a.lower(), b.lower()).ratio() >= 0.85
+
+
+def dedup_lessons(new: Sequence[str], memory: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(lessons to keep, lessons dropped as duplicates) -- duplicates of each other or of the memory."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    for lesson in new:
+        if any(similar(lesson, old) for old in [*memory, *kept]):
+            dropped.append(lesson)
+        else:
+            kept.append(lesson)
+    return kept, dropped
+
+
+def placeholders(text: str) -> list[str]:
+    return sorted(re.sub(r"\s", "", p) for p in _PLACEHOLDER.findall(text))
+
+
+def apply_edit(text: str, find: str, replace: str) -> tuple[str, str | None]:
+    """``text`` with ``find`` replaced, or (``text``, why the edit is rejected)."""
+    if not find.strip():
+        return text, "empty passage"
+    count = text.count(find)
+    if count == 0:
+        return text, "passage not found in the prompt"
+    if count > 1:
+        return text, f"passage occurs {count} times in the prompt"
+    if replace == find:
+        return text, "the rewrite changes nothing"
+    if placeholders(find) != placeholders(replace):
+        return text, f"the rewrite changes the placeholders {placeholders(find)} -> {placeholders(replace)}"
+    if _HEADER.findall(find) != _HEADER.findall(replace):
+        return text, "the rewrite changes a section header line"
+    if _PLACEHOLDER.search(replace) is None and "{{" in replace:
+        return text, "the rewrite adds a broken placeholder"
+    growth = len(replace) - len(find)
+    if growth > MAX_EDIT_GROWTH:
+        return text, f"the rewrite adds {growth} characters (limit {MAX_EDIT_GROWTH})"
+    return text.replace(find, replace, 1), None
+
+
+def append_lesson(text: str, lesson: str) -> str:
+    """``lesson`` as a new line at the end of the prompt's first section (or of the whole text)."""
+    headers = list(_HEADER.finditer(text))
+    end = headers[1].start() if len(headers) > 1 else len(text)
+    head, tail = text[:end], text[end:]
+    stripped = head.rstrip()
+    trailing = head[len(stripped):] or ("\n\n" if tail else "\n")
+    return f"{stripped}\n{lesson.strip()}{trailing}{tail}"
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def history_path(prompt: Path, kind: str = "optimize") -> Path:
+    """``__bineval__/<prompt file name>.<kind>.json`` beside the prompt file (kinds: optimize, align)."""
+    return prompt.parent / "__bineval__" / f"{prompt.name}.{kind}.json"
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Atomic write (a crash never leaves half a prompt)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def clip(text: str) -> str:
+    return text if len(text) <= EXAMPLE_CHARS else text[:EXAMPLE_CHARS] + f"... [{len(text) - EXAMPLE_CHARS} more]"
+
+
+def parse_lesson(obj: dict[str, Any]) -> str:
+    """The lesson of a note-taker reply: its first two sentences (the prompt asks for at most two)."""
+    lesson = obj.get("lesson")
+    if not isinstance(lesson, str) or not lesson.strip():
+        raise ValueError('"lesson" must be a non-empty string')
+    lesson = " ".join(re.split(r"(?<=[.!?])\s+", " ".join(lesson.split()))[:2])
+    if len(lesson) > LESSON_MAX:
+        raise ValueError(f'"lesson" must be at most two sentences and {LESSON_MAX} characters')
+    return lesson
+
+
+def _edit(obj: dict[str, Any]) -> tuple[str, str]:
+    find, replace = obj.get("find"), obj.get("replace")
+    if not isinstance(find, str) or not isinstance(replace, str) or not find:
+        raise ValueError('"find" and "replace" must be strings, "find" not empty')
+    if len(find) > FIND_MAX or len(replace) > FIND_MAX + MAX_EDIT_GROWTH:
+        raise ValueError(f'"find" must be a passage of the prompt (at most {FIND_MAX} characters), not all of it')
+    return find, replace
+
+
+def load_history(path: Path) -> dict[str, Any]:
+    empty: dict[str, Any] = {"format": HISTORY_FORMAT, "iterations": [], "lessons": []}
+    if not path.is_file():
+        return empty
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("format") != HISTORY_FORMAT:
+            raise ValueError(f"unknown format {data.get('format') if isinstance(data, dict) else data!r}")
+        data.setdefault("iterations", [])
+        data.setdefault("lessons", [])
+        return data
+    except (OSError, ValueError) as exc:
+        raise BinevalError(
+            f"the optimization history {path} is unreadable ({exc}); fix or delete it (it only holds past "
+            "iterations: lessons, edits and earlier prompt texts)"
+        ) from exc
+
+
+def save_history(path: Path, history: dict[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(history, indent=2, ensure_ascii=False) + "\n")
+
+
+@dataclass
+class NoteRequest:
+    """One group of failures (or disagreements) to learn from: the note-taker's messages and the fields
+    its history entry starts with."""
+
+    messages: list[dict[str, str]]
+    entry: dict[str, Any]
+
+
+@dataclass
+class Learned:
+    """What one pass of the lesson loop did to a prompt text."""
+
+    text: str
+    entries: list[dict[str, Any]] = field(default_factory=list)  # lessons written (applied/appended/not applied)
+    duplicates: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+
+class LessonLoop:
+    """note-taker -> dedup -> surgical edit, with ``model`` (default: the engine's generator model)."""
+
+    def __init__(self, engine: Engine, model: str | None = None) -> None:
+        self.engine = engine
+        self.model = model or engine.settings.generator_model
+
+    async def note(self, messages: list[dict[str, str]]) -> tuple[str | None, str | None, Usage]:
+        """(lesson, error, usage) of one note-taker call."""
+        try:
+            reply = await self.engine.client(self.model).complete_json(
+                messages, schema_name="lesson", schema=NOTE_SCHEMA, validate=parse_lesson, max_tokens=160,
+            )
+        except BinevalError as exc:
+            return None, f"note-taker failed: {getattr(exc, 'cause', exc)}", getattr(exc, "usage", None) or Usage()
+        return reply.value, None, reply.usage
+
+    async def edit(self, prompt_text: str, lesson: str) -> tuple[str | None, str | None, str | None, Usage]:
+        """(find, replace, error, usage): the updater's edit for one lesson (not yet applied)."""
+        messages = load_prompt("updater").messages(prompt=delimit(strip_comments(prompt_text)),
+                                                   lesson=delimit(lesson))
+        try:
+            reply = await self.engine.client(self.model).complete_json(
+                messages, schema_name="prompt_edit", schema=EDIT_SCHEMA, validate=_edit, max_tokens=700,
+            )
+        except BinevalError as exc:
+            return None, None, f"updater failed: {getattr(exc, 'cause', exc)}", getattr(exc, "usage", None) or Usage()
+        find, replace = reply.value
+        return find, replace, None, reply.usage
+
+    async def write_lesson(self, text: str, lesson: str, entry: dict[str, Any]) -> tuple[str, Usage]:
+        """``text`` with ``lesson`` written in -- the updater's edit when it applies, else appended to the
+        first section -- and the usage; ``entry`` records which (status, edit, rejected_edit)."""
+        find, replace, error, usage = await self.edit(text, lesson)
+        reason = error
+        candidate = text
+        if find is not None and replace is not None:
+            candidate, reason = apply_edit(text, find, replace)
+            entry["edit"] = {"find": find, "replace": replace}
+        if reason is None:
+            entry["status"] = "applied"
+        else:
+            entry["rejected_edit"] = reason
+            candidate = append_lesson(text, lesson)
+            entry["status"] = "appended"
+        return candidate, usage
+
+    async def learn(self, text: str, requests: Sequence[NoteRequest], memory: Sequence[str], iteration: int,
+                    check: Callable[[str], str | None] | None = None) -> Learned:
+        """One pass over ``requests`` (most important first; at most :data:`MAX_NOTES` are noted): lessons,
+        dedup against ``memory``, then at most :data:`MAX_LESSONS` edits within the growth budget.
+        ``check(candidate)`` may veto an edited text (returns why)."""
+        out = Learned(text=text)
+        notes: list[tuple[str, NoteRequest]] = []
+        for req in requests[:MAX_NOTES]:
+            lesson, error, usage = await self.note(req.messages)
+            out.usage += usage
+            if lesson is not None:
+                notes.append((lesson, req))
+            elif error:
+                out.errors.append(error)
+        kept, out.duplicates = dedup_lessons([n for n, _ in notes], memory)
+        budget = max(GROWTH_BUDGET, int(0.3 * len(text)))
+        for lesson in kept[:MAX_LESSONS]:
+            req = next(r for n, r in notes if n == lesson)
+            entry: dict[str, Any] = {"text": lesson, "iteration": iteration, **req.entry}
+            candidate, usage = await self.write_lesson(out.text, lesson, entry)
+            out.usage += usage
+            why = check(candidate) if check is not None else None
+            if why is not None:
+                entry["status"], entry["why"] = "not applied", why
+            elif len(candidate) - len(text) > budget:
+                entry["status"] = "not applied"
+                entry["why"] = f"over this iteration's growth budget of {budget} characters"
+            else:
+                out.text = candidate
+            out.entries.append(entry)
+        return out
+
+
+def examples_block(examples: Sequence[Sequence[tuple[str, str, str]]]) -> str:
+    """Numbered examples for a note-taker prompt: each a list of (intro line, marker, untrusted text)."""
+    blocks = []
+    for n, parts in enumerate(examples, 1):
+        lines = [f"Example {n}:"]
+        for intro, tag, body in parts:
+            if intro:
+                lines.append(intro)
+            lines.append(f"<{tag}>\n{delimit(clip(body))}\n</{tag}>")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

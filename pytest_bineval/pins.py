@@ -1,0 +1,202 @@
+"""Pinned checklists: reviewable JSON files beside the tests, written only with ``--bineval-update-checklists``.
+
+``__bineval__/<test module stem>/<[Class.]test name>.json`` holds one checklist per (task, dimensions)
+that the test used: a test parametrized over cases with different tasks keeps every case's checklist,
+each listing the tests (with their parameter ids) that use it. A changed task text of a test makes its
+old entry *stale*; an entry no test uses any more is removed when its last user is re-pinned.
+
+Writers take an exclusive lock on the pin directory and re-read the file before writing, so
+pytest-xdist workers that pin into one file never lose each other's updates; files are replaced
+atomically, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import PinError
+from .models import Checklist, task_digest
+
+PIN_DIR = "__bineval__"
+PIN_FORMAT = 2
+
+
+def pin_path(module_path: Path, test_name: str) -> Path:
+    """``__bineval__/<module stem>/<[Class.]test name without parameters>.json`` beside the test module."""
+    base = re.sub(r"\[.*\]$", "", test_name).replace("::", ".")
+    safe = re.sub(r"[^\w.-]", "_", base)
+    return module_path.parent / PIN_DIR / module_path.stem / f"{safe}.json"
+
+
+def _dims_key(dimensions: dict[str, str]) -> list[list[str]]:
+    return sorted([name, definition] for name, definition in dimensions.items())
+
+
+@dataclass
+class PinEntry:
+    checklist: Checklist
+    tests: list[str] | None = None  # None: a format-1 entry (its users are not recorded)
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = self.checklist.model_dump(mode="json")
+        body["tests"] = sorted(self.tests or [])
+        return body
+
+
+@dataclass
+class PinFile:
+    """The checklists pinned for one test function."""
+
+    path: Path
+    entries: list[PinEntry] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, path: Path) -> PinFile:
+        """The file's entries (none when it does not exist); a malformed file is a :class:`PinError` that
+        names the file and the field."""
+        pins = cls(path)
+        if not path.is_file():
+            return pins
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise PinError(f"pinned checklist file {path} is unreadable: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("checklists"), list):
+            raise PinError(f"pinned checklist file {path}: field 'checklists' is missing or not a list "
+                           f"(expected {{\"format\": {PIN_FORMAT}, \"checklists\": [...]}})")
+        for i, raw in enumerate(data["checklists"]):
+            where = f"pinned checklist file {path}: checklists[{i}]"
+            if not isinstance(raw, dict):
+                raise PinError(f"{where} is not an object")
+            raw = dict(raw)
+            tests = raw.pop("tests", None)
+            try:
+                checklist = Checklist.model_validate(raw)
+            except ValidationError as exc:
+                fields = ", ".join(".".join(map(str, e["loc"])) for e in exc.errors()[:5])
+                raise PinError(f"{where}: invalid field(s) {fields}: {exc.errors()[0]['msg']}") from None
+            _check(checklist, where)
+            if tests is not None and (not isinstance(tests, list) or not all(isinstance(t, str) for t in tests)):
+                raise PinError(f"{where}.tests must be a list of test names")
+            pins.entries.append(PinEntry(checklist, tests))
+        return pins
+
+    def find(self, task: str, dimensions: dict[str, str], test: str) -> tuple[Checklist | None, bool]:
+        """(the pin of this task and these dimensions, whether this test's pin is stale: the file has its
+        checklist for these dimensions but for another task text)."""
+        digest, dims = task_digest(task), _dims_key(dimensions)
+        stale = False
+        for e in self.entries:
+            if _dims_key(e.checklist.dimensions) != dims:
+                continue
+            if e.checklist.task_digest == digest:
+                return e.checklist, False
+            if e.tests is None or test in e.tests:
+                stale = True
+        return None, stale
+
+    def _put(self, checklist: Checklist, test: str) -> bool:
+        """Pin ``checklist`` for ``test``; True when the file's content changed."""
+        digest, dims = checklist.task_digest, _dims_key(checklist.dimensions)
+        before = [e.to_json() for e in self.entries]
+        kept: list[PinEntry] = []
+        target: PinEntry | None = None
+        for e in self.entries:
+            same_dims = _dims_key(e.checklist.dimensions) == dims
+            if same_dims and e.checklist.task_digest == digest:
+                target = e
+            elif same_dims and e.tests is None:
+                continue  # a format-1 entry: one checklist per dimensions, this test's old one
+            elif same_dims and test in (e.tests or []):
+                e.tests = [t for t in (e.tests or []) if t != test]  # this test's task changed
+                if not e.tests:
+                    continue
+            kept.append(e)
+        if target is None:
+            kept.append(PinEntry(checklist, [test]))
+        else:
+            target.checklist = checklist
+            target.tests = sorted({*(target.tests or []), test})
+        self.entries = kept
+        return [e.to_json() for e in self.entries] != before
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        body = {"format": PIN_FORMAT, "checklists": [e.to_json() for e in self.entries]}
+        text = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".pin-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _check(checklist: Checklist, where: str) -> None:
+    if not checklist.dimensions:
+        raise PinError(f"{where}.dimensions is empty")
+    if not checklist.questions:
+        raise PinError(f"{where}.questions is empty: a pinned checklist needs at least one question")
+    for j, q in enumerate(checklist.questions):
+        if q.dimension not in checklist.dimensions:
+            raise PinError(f"{where}.questions[{j}].dimension {q.dimension!r} is not one of the checklist's "
+                           f"dimensions ({', '.join(map(repr, checklist.dimensions))})")
+        if not q.text.strip():
+            raise PinError(f"{where}.questions[{j}].text is empty")
+    missing = [d for d in checklist.dimensions if not any(q.dimension == d for q in checklist.questions)]
+    if missing:
+        raise PinError(f"{where}: dimension(s) {', '.join(map(repr, missing))} have no question")
+
+
+@contextlib.contextmanager
+def _locked(directory: Path, timeout: float = 60.0) -> Iterator[None]:
+    """An exclusive lock on ``directory`` between processes (flock on the directory itself: no lock file)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: a lock file made with O_EXCL
+        lock = directory / ".bineval-pin.lock"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                break
+            except FileExistsError:
+                if time.monotonic() > deadline:
+                    raise PinError(f"cannot lock {directory}: {lock} is held (remove it if no run is active)") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def pin(path: Path, checklist: Checklist, test: str) -> bool:
+    """Pin ``checklist`` for ``test`` in the file at ``path`` (locked read-modify-write); True if written."""
+    with _locked(path.parent):
+        pins = PinFile.read(path)
+        changed = pins._put(checklist, test)
+        if changed:
+            pins._write()
+    return changed

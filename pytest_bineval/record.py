@@ -1,0 +1,295 @@
+"""The one shape every output reads: :class:`EvaluationRecord` (one ``assert_passes`` evaluation) and
+:class:`ReportDocument` (the versioned ``--bineval-report`` JSON).
+
+The failure message, the terminal summary, the JSON report, pytest-xdist merging, ``--bineval-optimize``
+and the ``pytest_bineval_evaluated`` hook all take these types. ``ReportDocument.load`` reads every
+format this package has written (format 1 records were plain dicts; they are converted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._version import __version__
+from .errors import UsageError
+from .models import Evaluation, Question, Usage, Verdict
+
+REPORT_FORMAT = 2
+SOURCE_IN_REPORT = 4000  # characters of the source kept in a record
+OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the digest covers all of it)
+
+Outcome = Literal["passed", "failed", "error"]
+ChecklistStatus = Literal["pinned", "written", "unpinned", "stale", "explicit"]
+
+
+def text_digest(text: str) -> str:
+    """A short digest of a text (an output under test: did it change between two runs?)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def excerpt(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit} more characters]"
+
+
+class DimensionResult(BaseModel):
+    """One checked dimension of an evaluation: its score against its threshold."""
+
+    name: str
+    score: float | None = Field(description="share of yes over the answered questions; None if none was answered")
+    threshold: float
+    outcome: Outcome = Field(description="error: a question of this dimension got no answer from the judge")
+
+
+class Location(BaseModel):
+    """Where the ``assert_passes`` call is: rootdir-relative file (POSIX) and 1-based line."""
+
+    file: str
+    line: int
+
+
+class EvaluationRecord(BaseModel):
+    """One evaluation made by ``assert_passes`` (or the ``bineval`` fixture) during a test."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    test: str = Field(description="pytest node id")
+    index: int = Field(default=0, description="which evaluation of the test this is (0 for the first)")
+    task: str
+    prompt: str | None = Field(default=None, description="the generator prompt file the test names (for optimize)")
+    model: str
+    checklist_model: str = ""
+    checklist_status: ChecklistStatus
+    prompt_version: str = Field(default="", description="version of the packaged prompts that made the checklist")
+    dimensions: list[DimensionResult]
+    overall: float | None = None
+    outcome: Outcome
+    questions: list[Question] = Field(default_factory=list)
+    verdicts: list[Verdict] = Field(default_factory=list)
+    output: str = Field(default="", description=f"the output under test (first {OUTPUT_IN_REPORT} characters)")
+    output_digest: str = ""
+    source: str | None = Field(default=None, description=f"the source (first {SOURCE_IN_REPORT} characters)")
+    usage: Usage = Field(default_factory=Usage)
+    location: Location | None = None
+
+    @classmethod
+    def build(cls, *, test: str, evaluation: Evaluation, thresholds: dict[str, float], questions: Sequence[Question],
+              checklist_status: ChecklistStatus, checklist_model: str = "", prompt_version: str = "",
+              output: str = "", source: str | None = None, prompt: str | None = None, index: int = 0,
+              location: Location | None = None) -> EvaluationRecord:
+        """The record of ``evaluation`` judged against ``thresholds`` (its outcome is computed here)."""
+        scores = evaluation.scores
+        dims: list[DimensionResult] = []
+        for name, limit in thresholds.items():
+            score = scores.get(name)
+            errored = any(v.answer == "error" for v in evaluation.verdicts if v.dimension == name)
+            outcome: Outcome = "error" if errored else ("passed" if score is not None and score >= limit else "failed")
+            dims.append(DimensionResult(name=name, score=score, threshold=limit, outcome=outcome))
+        overall: Outcome = (
+            "error" if any(d.outcome == "error" for d in dims)
+            else "passed" if all(d.outcome == "passed" for d in dims) else "failed"
+        )
+        return cls(
+            test=test, index=index, task=evaluation.task, prompt=prompt, model=evaluation.model,
+            checklist_model=checklist_model, checklist_status=checklist_status, prompt_version=prompt_version,
+            dimensions=dims, overall=evaluation.overall, outcome=overall, questions=list(questions),
+            verdicts=list(evaluation.verdicts), output=excerpt(output, OUTPUT_IN_REPORT) or "",
+            output_digest=text_digest(output), source=excerpt(source, SOURCE_IN_REPORT), usage=evaluation.usage,
+            location=location,
+        )
+
+    # -- views ------------------------------------------------------------------------------------------------
+    @property
+    def key(self) -> str:
+        """Identity across runs: the test id, and the evaluation's index when it is not the first."""
+        return self.test if self.index == 0 else f"{self.test} #{self.index}"
+
+    @property
+    def scores(self) -> dict[str, float | None]:
+        return {d.name: d.score for d in self.dimensions}
+
+    @property
+    def thresholds(self) -> dict[str, float]:
+        return {d.name: d.threshold for d in self.dimensions}
+
+    def checked(self) -> list[Verdict]:
+        """Verdicts of the checked dimensions, failing first (error, then no, then yes)."""
+        dims = {d.name for d in self.dimensions}
+        rank = {"error": 0, "no": 1, "yes": 2}
+        return sorted((v for v in self.verdicts if v.dimension in dims), key=lambda v: rank[v.answer])
+
+    def failing(self) -> list[Verdict]:
+        """The questions of the checked dimensions answered *no*: each one is a reason."""
+        return [v for v in self.checked() if v.answer == "no"]
+
+    def errors(self) -> list[Verdict]:
+        return [v for v in self.checked() if v.answer == "error"]
+
+
+class Totals(BaseModel):
+    """Run totals; the usage is everything the run's engines spent (checklists and evaluations)."""
+
+    evaluations: int = 0
+    passed: int = 0
+    failed: int = 0
+    errors: int = Field(default=0, description="evaluations that ended in a judge error")
+    questions: int = 0
+    judge_errors: int = Field(default=0, description="questions the judge gave no answer to")
+    llm_calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    unpinned_checklists: int = 0
+    pinned_checklists_written: int = 0
+
+    @classmethod
+    def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0) -> Totals:
+        recs = list(records)
+        unpinned = {(r.test, r.task) for r in recs if r.checklist_status in ("unpinned", "stale")}
+        return cls(
+            evaluations=len(recs),
+            passed=sum(r.outcome == "passed" for r in recs),
+            failed=sum(r.outcome == "failed" for r in recs),
+            errors=sum(r.outcome == "error" for r in recs),
+            questions=sum(len(r.verdicts) for r in recs),
+            judge_errors=sum(sum(v.answer == "error" for v in r.verdicts) for r in recs),
+            llm_calls=usage.llm_calls,
+            cache_hits=usage.cache_hits,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost_usd=usage.cost_usd,
+            unpinned_checklists=len(unpinned),
+            pinned_checklists_written=pins_written,
+        )
+
+
+class ReportSettings(BaseModel):
+    """The settings a report was made with (no secret: keys stay in the environment)."""
+
+    model: str = ""
+    checklist_model: str = ""
+    cache: str = ""
+    temperature: float | None = None
+    concurrency: int | None = None
+    timeout: float | None = None
+    retries: int | None = None
+    judge_prompt: str | None = None
+
+
+class OptimizeOutcome(BaseModel):
+    """What ``--bineval-optimize`` did to one generator prompt file."""
+
+    prompt: str
+    status: str  # updated | unchanged | no failures | rolled back | error
+    message: str = ""
+    score: float | None = None
+    failures: int = 0
+    lessons: list[dict[str, Any]] = Field(default_factory=list)
+    chars_before: int = 0
+    chars_after: int = 0
+    history: str = ""
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ReportDocument(BaseModel):
+    """The ``--bineval-report`` JSON document (``format`` 2)."""
+
+    format: Literal[2] = 2
+    generator: str = f"pytest-bineval {__version__}"
+    created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    settings: ReportSettings = Field(default_factory=lambda: ReportSettings())
+    totals: Totals = Field(default_factory=lambda: Totals())
+    evaluations: list[EvaluationRecord] = Field(default_factory=list)
+    optimize: list[OptimizeOutcome] | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> ReportDocument:
+        """A document from its decoded JSON, format 1 or 2; UsageError naming what is wrong otherwise."""
+        if not isinstance(data, dict):
+            raise UsageError(f"a bineval report is a JSON object, not {type(data).__name__}")
+        fmt = data.get("format")
+        try:
+            if fmt == 1:
+                return cls._from_format_1(data)
+            if fmt == REPORT_FORMAT:
+                return cls.model_validate(data)
+        except (ValidationError, KeyError, TypeError, ValueError) as exc:
+            raise UsageError(f"not a valid bineval report (format {fmt}): {exc}") from None
+        raise UsageError(f"unknown bineval report format {fmt!r}: this version reads formats 1 and {REPORT_FORMAT}")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> ReportDocument:
+        """Read a report file written by any version of this plugin; UsageError naming the file otherwise."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read the bineval report {os.fspath(path)}: {exc}") from None
+        try:
+            return cls.parse(data)
+        except UsageError as exc:
+            raise UsageError(f"{os.fspath(path)}: {exc}") from None
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Write atomically (a reader never sees half a report)."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".report-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(self.to_json())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def _from_format_1(cls, data: dict[str, Any]) -> ReportDocument:
+        records = []
+        counts: dict[str, int] = {}
+        for old in data.get("evaluations", []):
+            verdicts = [Verdict.model_validate(v) for v in old.get("verdicts", [])]
+            dims = []
+            for name, limit in dict(old.get("thresholds", {})).items():
+                score = old.get("scores", {}).get(name)
+                errored = any(v.answer == "error" for v in verdicts if v.dimension == name)
+                outcome: Outcome = "error" if errored else (
+                    "passed" if score is not None and score >= limit else "failed")
+                dims.append(DimensionResult(name=name, score=score, threshold=float(limit), outcome=outcome))
+            test = str(old["test"])
+            index = counts.get(test, 0)
+            counts[test] = index + 1
+            output = str(old.get("output") or "")
+            records.append(EvaluationRecord(
+                test=test, index=index, task=str(old.get("task", "")), prompt=old.get("prompt"),
+                model=str(old.get("model", "")), checklist_model=str(old.get("checklist_model") or ""),
+                checklist_status=old.get("checklist_status", "unpinned"), dimensions=dims,
+                overall=old.get("overall"), outcome=old.get("outcome", "failed"),
+                questions=[Question.model_validate(q) for q in old.get("questions", [])], verdicts=verdicts,
+                output=output, output_digest=text_digest(output) if output else "", source=old.get("source"),
+                usage=Usage.model_validate(old.get("usage") or {}),
+            ))
+        totals = dict(data.get("totals") or {})
+        totals.setdefault("errors", sum(r.outcome == "error" for r in records))
+        optimize = data.get("optimize")
+        return cls(
+            generator="pytest-bineval (format 1)", created="",
+            settings=ReportSettings.model_validate({k: v for k, v in dict(data.get("settings") or {}).items()
+                                                    if k in ReportSettings.model_fields}),
+            totals=Totals.model_validate({k: v for k, v in totals.items() if k in Totals.model_fields}),
+            evaluations=records,
+            optimize=None if optimize is None else [OptimizeOutcome.model_validate(o) for o in optimize],
+        )

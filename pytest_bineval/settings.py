@@ -1,0 +1,187 @@
+"""Settings: the one definition of every engine setting, its default, its validation and its help text.
+
+The pytest options (``--bineval-<name>`` / ini ``bineval_<name>``), the ``bineval`` command and
+``bineval bench`` are all built from :data:`SETTING_SPECS`, so a default is written down once, here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any
+
+from .errors import UsageError
+from .llm.cache import CACHE_MODES, CacheMode
+from .llm.local import DEFAULT_MODEL
+
+__all__ = ["CACHE_MODES", "SETTING_SPECS", "CacheMode", "OptionSpec", "Settings", "add_setting_arguments",
+           "settings_from_args"]
+
+
+# -- parsers of option text: argparse.ArgumentTypeError on a bad value ----------------------------------------
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {v}")
+    return v
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {v}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return v
+
+
+def temperature(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= v <= 2.0:
+        raise argparse.ArgumentTypeError(f"temperature must be within [0, 2], not {text}")
+    return v
+
+
+def choice(options: Iterable[str]) -> Callable[[str], str]:
+    allowed = tuple(options)
+
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(allowed)})")
+        return text
+
+    parse.__name__ = "choice"
+    return parse
+
+
+def text_value(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text.strip()
+
+
+def _opt(help: str, parse: Callable[[str], Any] | None, metavar: str | None = None,
+         shown: str | None = None) -> dict[str, Any]:
+    """The metadata that makes a Settings field a command-line option (``shown``: the default's description)."""
+    return {"help": help, "parse": parse, "metavar": metavar, "shown": shown}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that shapes model calls. Picklable, holds no secret (keys stay in the environment)."""
+
+    model: str | None = field(default=None, metadata=_opt(
+        "judge model, a litellm model string", text_value, "MODEL", shown=f"the embedded {DEFAULT_MODEL}"))
+    checklist_model: str | None = field(default=None, metadata=_opt(
+        "model that writes checklists and the optimizer's lessons", text_value, "MODEL", shown="the judge model"))
+    api_base: str | None = field(default=None, metadata=_opt(
+        "base URL of an OpenAI-compatible server for the models (e.g. http://127.0.0.1:8080/v1), instead of "
+        "OPENAI_API_BASE", text_value, "URL", shown="the provider's own"))
+    cache: CacheMode = field(default="on", metadata=_opt(
+        "reply cache: on, off, or read-only (CI runs that must not write)", choice(CACHE_MODES), "MODE"))
+    cache_dir: str = field(default=".bineval_cache", metadata=_opt(
+        "cache directory (in pytest: relative to the rootdir)", text_value, "DIR"))
+    concurrency: int = field(default=8, metadata=_opt(
+        "parallel requests to hosted models (the embedded model is serialized)", positive_int, "N"))
+    timeout: float = field(default=120.0, metadata=_opt(
+        "seconds to wait for one model reply", positive_float, "SECONDS"))
+    retries: int = field(default=2, metadata=_opt(
+        "retries of a failed or unparseable reply", non_negative_int, "N"))
+    temperature: float = field(default=0.0, metadata=_opt(
+        "sampling temperature of the models", temperature, "T"))
+    judge_prompt: str | None = field(default=None, metadata=_opt(
+        "an evaluator prompt file of your own, in the format of the packaged judge.md (e.g. one aligned with "
+        "`bineval align`)", text_value, "FILE", shown="the packaged judge.md"))
+    extra: dict[str, Any] = field(default_factory=dict)  # extra litellm parameters (Python API only)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            parse = f.metadata.get("parse")
+            value = getattr(self, f.name)
+            if parse is None or value is None:
+                continue
+            try:
+                parse(str(value))
+            except argparse.ArgumentTypeError as exc:
+                raise UsageError(f"{f.name}: {exc}") from None
+
+    @property
+    def judge_model(self) -> str:
+        return self.model or DEFAULT_MODEL
+
+    @property
+    def generator_model(self) -> str:
+        return self.checklist_model or self.judge_model
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One command-line option: ``name`` without prefix (``cache-dir``), its attribute, parser and help."""
+
+    name: str
+    attr: str
+    help: str
+    parse: Callable[[str], Any] | None = None  # None: a flag (store_true)
+    metavar: str | None = None
+    default: Any = None
+
+    def help_with_default(self) -> str:
+        if self.parse is None:
+            return self.help
+        return f"{self.help} (default: {self.default})"
+
+
+def setting_specs() -> tuple[OptionSpec, ...]:
+    """The options of every :class:`Settings` field that has one, defaults read from the dataclass."""
+    out = []
+    for f in fields(Settings):
+        if "help" not in f.metadata:
+            continue
+        default = f.metadata.get("shown") or (f.default if f.default is not MISSING else None)
+        out.append(OptionSpec(f.name.replace("_", "-"), f.name, f.metadata["help"], f.metadata["parse"],
+                              f.metadata["metavar"], default))
+    return tuple(out)
+
+
+SETTING_SPECS = setting_specs()
+
+
+def add_setting_arguments(parser: argparse.ArgumentParser | Any, *, exclude: Iterable[str] = ()) -> None:
+    """Add ``--model``, ``--cache`` ... to an argparse parser (defaults None: :func:`settings_from_args`)."""
+    skip = set(exclude)
+    for spec in SETTING_SPECS:
+        if spec.attr in skip:
+            continue
+        kwargs: dict[str, Any] = {"type": spec.parse} if spec.parse is not None else {"action": "store_true"}
+        parser.add_argument(f"--{spec.name}", dest=spec.attr, default=None, metavar=spec.metavar,
+                            help=spec.help_with_default(), **kwargs)
+
+
+def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {}
+    for spec in SETTING_SPECS:
+        if getattr(args, spec.attr, None) is not None:
+            values[spec.attr] = getattr(args, spec.attr)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(**values)
