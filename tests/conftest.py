@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import os
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,12 @@ def fake() -> ScriptedModel:
 def cache_dir(tmp_path: Path) -> Path:
     """A private cache directory (never the default ``.bineval_cache`` of the working directory)."""
     return tmp_path / "cache"
+
+
+def shared_data_dir() -> Path:
+    """The benchmark data: ``$BINEVAL_DATA_DIR``, else ``../shared/data`` beside the repository (never copied in)."""
+    env = os.environ.get("BINEVAL_DATA_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def local_model_missing() -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import shared_data_dir
 
 from pytest_bineval import (
     BUILTIN_DIMENSIONS,
@@ -43,7 +44,7 @@ SUMMARY = (
     "Marlow opened its first public swimming pool on Saturday, built over three years for 4.2 million euros. "
     "Children under twelve swim for free this summer."
 )
-SUMMEVAL = Path("/work/shared/data/summeval/summeval.jsonl")
+SUMMEVAL = shared_data_dir() / "summeval" / "summeval.jsonl"
 
 local_model = pytest.mark.local_model
 

@@ -64,7 +64,6 @@ def report_of(pytester: pytest.Pytester, name: str = "report.json") -> ReportDoc
 PASS_AND_FAIL = '''
 import pytest
 
-from pytest_bineval.record import ReportDocument
 from pytest_bineval import assert_passes
 
 @pytest.mark.bineval(task="Summarize the article.")
@@ -302,7 +301,6 @@ def test_marker_kwargs_are_validated(pytester: pytest.Pytester, marker: str, mes
 PINNED = '''
 import pytest
 
-from pytest_bineval.record import ReportDocument
 from pytest_bineval import assert_passes
 
 @pytest.mark.bineval(task="{task}", dimensions=["consistency", {{"tone": "The response is polite."}}])
@@ -485,6 +483,7 @@ def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
     assert "--bineval-model" not in result.stdout.str()
 
 
+@pytest.mark.local_model
 def test_real_embedded_model_through_the_plugin(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """One run against the real embedded judge (a pinned hand-written checklist: no generation)."""
     pytest.importorskip("llama_cpp", reason="the [local] extra (llama-cpp-python) is not installed")
