@@ -10,23 +10,15 @@ from typing import Any
 import pytest
 
 from .session import Options
-from .settings import SETTING_SPECS, OptionSpec, Settings
+from .settings import SETTING_SPECS, OptionSpec, Settings, number_in
 
 
 def parse_threshold(text: str) -> float | dict[str, float]:
     """``0.8`` (every dimension) or ``consistency=0.9,fluency=0.6`` or ``0.7,consistency=0.9``."""
-    def number(s: str) -> float:
-        try:
-            v = float(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-        if not 0.0 <= v <= 1.0:
-            raise argparse.ArgumentTypeError(f"thresholds are shares of yes answers within [0, 1], not {v}")
-        return v
-
+    number = number_in(float, 0.0, 1.0, range_text="thresholds are shares of yes answers within [0, 1]")
     text = text.strip()
     if "=" not in text:
-        return number(text)
+        return float(number(text))
     out: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, value = part.partition("=")

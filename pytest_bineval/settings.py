@@ -20,44 +20,33 @@ __all__ = ["CACHE_MODES", "SETTING_SPECS", "CacheMode", "OptionSpec", "Settings"
 
 
 # -- parsers of option text: argparse.ArgumentTypeError on a bad value ----------------------------------------
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {v}")
-    return v
+def number_in(cast: Callable[[str], float], low: float | None = None, high: float | None = None, *,
+              above: bool = False, range_text: str | None = None) -> Callable[[str], Any]:
+    """A parser of ``cast(text)`` within [low, high] (``above``: strictly greater than ``low``);
+    ``range_text`` replaces the generic message (e.g. "thresholds are shares of yes answers within [0, 1]")."""
+    kind = "an integer" if cast is int else "a number"
+
+    def parse(text: str) -> Any:
+        try:
+            v = cast(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {kind}: {text!r}") from None
+        ok = (low is None or (v > low if above else v >= low)) and (high is None or v <= high) and v == v
+        if not ok:
+            if range_text is not None:
+                raise argparse.ArgumentTypeError(f"{range_text}, not {v}")
+            if high is None:
+                raise argparse.ArgumentTypeError(f"must be {'>' if above else '>='} {low:g}, not {v}")
+            raise argparse.ArgumentTypeError(f"must be within [{low:g}, {high:g}], not {v}")
+        return v
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {v}")
-    return v
-
-
-def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
-    return v
-
-
-def temperature(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= v <= 2.0:
-        raise argparse.ArgumentTypeError(f"temperature must be within [0, 2], not {text}")
-    return v
+positive_int = number_in(int, 1)
+non_negative_int = number_in(int, 0)
+positive_float = number_in(float, 0, above=True)
+temperature = number_in(float, 0, 2, range_text="temperature must be within [0, 2]")
 
 
 def choice(options: Iterable[str]) -> Callable[[str], str]:
