@@ -23,7 +23,8 @@ from pytest_bineval.bench.methods import (
     geval_schema,
     overlap_score,
 )
-from pytest_bineval.bench.runner import BenchConfig, load_items, model_slug
+from pytest_bineval.bench.report import model_slug
+from pytest_bineval.bench.runner import BenchConfig, load_items
 from pytest_bineval.bench.specs import SPECS, Scale, ifbench_question
 from pytest_bineval.cli import main
 from pytest_bineval.engine import Engine, Settings

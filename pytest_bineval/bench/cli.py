@@ -241,11 +241,11 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write ``<dataset>-<model>.json`` / ``.md`` to ``--out``, print the table."""
-    from .report import render_markdown
-    from .runner import run_bench, write_results
+    from .report import render_markdown, result_document, write_results
+    from .runner import run_bench
 
     config = config_from_args(args)
-    result = asyncio.run(run_bench(config))
+    result = result_document(asyncio.run(run_bench(config)))
     markdown = render_markdown(result)
     json_path, md_path = write_results(result, markdown, args.out)
     sys.stdout.write(markdown)

@@ -1,22 +1,27 @@
-"""Figures of a benchmark run (correlations, distributions, classification, question audit, cost) and
-their markdown rendering. Pure: it takes per-item scores and returns numbers and text.
+"""The result of a benchmark run: its figures (correlations, distributions, classification, question audit,
+cost), the JSON-ready document, its markdown rendering and the two files written. Pure apart from
+:func:`write_results`: it takes the per-item scores of a :class:`~.runner.BenchRun` and returns numbers
+and text. Data flow one way: the runner produces the run, this module reads it (the runner never
+imports this module).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
+from .. import __version__
 from ..models import Usage
 from . import stats
 from .datasets import Item
 from .methods import VARIANTS, ItemResult, checklist_name, variant_scale
+from .runner import BenchRun, MethodRun
 from .specs import DatasetSpec, Dimension
 
-if TYPE_CHECKING:
-    from .runner import MethodRun
-
-__all__ = ["audit", "cost", "figures", "render_markdown"]
+__all__ = ["audit", "cost", "figures", "model_slug", "render_markdown", "result_document", "write_results"]
 
 REDUNDANT_PHI = 0.7
 
@@ -188,6 +193,31 @@ def figures(
         ],
         "reference": {k: dict(v) for k, v in spec.reference.items()},
     }
+
+
+def result_document(run: BenchRun) -> dict[str, Any]:
+    """The JSON-ready result of a run: what was run (dataset, model, command, subset) and all its figures."""
+    config, spec, items = run.config, run.spec, run.items
+    result: dict[str, Any] = {
+        "dataset": config.dataset,
+        "model": config.model,
+        "bineval_version": __version__,
+        "command": config.command,
+        "task": spec.task,
+        "protocol": spec.protocol,
+        "subset": {
+            "limit": config.limit,
+            "docs": config.docs,
+            "n_items": len(items),
+            "n_groups": len({it.group for it in items}),
+            "dimensions": spec.dimension_names,
+        },
+        "seed": config.seed,
+        "bootstrap_resamples": config.bootstrap,
+        "wall_seconds": run.wall_seconds,
+    }
+    result.update(figures(spec, items, run.runs, bootstrap=config.bootstrap, seed=config.seed))
+    return result
 
 
 # --------------------------------------------------------------------------------------------------
@@ -439,3 +469,22 @@ def render_markdown(result: dict[str, Any]) -> str:
         lines += ["", "Question audit (bineval checklist):"]
         lines += _audit_lines(result)
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------------
+# files
+
+
+def model_slug(model: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
+
+
+def write_results(result: dict[str, Any], markdown: str, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``<dataset>-<model-slug>.json`` and ``.md`` into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{result['dataset']}-{model_slug(str(result['model']))}"
+    json_path, md_path = out / f"{stem}.json", out / f"{stem}.md"
+    json_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    md_path.write_text(markdown, encoding="utf-8")
+    return json_path, md_path

@@ -1,4 +1,7 @@
-"""Running a benchmark: load the items, run each method over them (one model, one cache), compute figures.
+"""Running a benchmark: load the items and run each method over them (one model, one cache).
+
+The result is a plain :class:`BenchRun` (per-item results of every method); the figures and the report
+are computed from it by :mod:`.report`, which this module does not import.
 
 Every model call goes through the engine's reply cache, so rerunning the same command is served from
 the cache and an interrupted run resumes where it stopped.
@@ -7,26 +10,22 @@ the cache and an interrupted run resumes where it stopped.
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..engine import Engine, Settings
 from ..errors import BinevalError
 from ..llm.providers import is_embedded
 from ..models import Checklist, Usage
 from . import datasets as ds
 from .methods import ItemResult, Method, make_method
-from .report import figures
 from .specs import BENCH_DATASETS, METHODS, SPECS, DatasetSpec, Scale, custom_spec
 
-__all__ = ["BenchConfig", "CustomData", "MethodRun", "load_items", "model_slug", "run_bench", "write_results"]
+__all__ = ["BenchConfig", "BenchRun", "CustomData", "MethodRun", "load_items", "run_bench"]
 
 
 @dataclass(frozen=True)
@@ -78,8 +77,15 @@ class MethodRun:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-def model_slug(model: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
+@dataclass
+class BenchRun:
+    """A finished run: what was asked (``config``), on what (``spec``, ``items``) and each method's results."""
+
+    config: BenchConfig
+    spec: DatasetSpec
+    items: list[ds.Item]
+    runs: list[MethodRun]
+    wall_seconds: float
 
 
 # --------------------------------------------------------------------------------------------------
@@ -238,8 +244,8 @@ async def run_methods(config: BenchConfig, spec: DatasetSpec, items: list[ds.Ite
     return runs
 
 
-async def run_bench(config: BenchConfig) -> dict[str, Any]:
-    """Run the benchmark described by ``config`` and return the JSON-ready result."""
+async def run_bench(config: BenchConfig) -> BenchRun:
+    """Run the benchmark described by ``config``: every requested method over the selected items."""
     spec, items = load_items(config)
     if not items:
         raise ValueError("no items selected")
@@ -249,36 +255,4 @@ async def run_bench(config: BenchConfig) -> dict[str, Any]:
         runs = await run_methods(config, spec, items, engine)
     finally:
         engine.close()
-    result: dict[str, Any] = {
-        "dataset": config.dataset,
-        "model": config.model,
-        "bineval_version": __version__,
-        "command": config.command,
-        "task": spec.task,
-        "protocol": spec.protocol,
-        "subset": {
-            "limit": config.limit,
-            "docs": config.docs,
-            "n_items": len(items),
-            "n_groups": len({it.group for it in items}),
-            "dimensions": spec.dimension_names,
-        },
-        "seed": config.seed,
-        "bootstrap_resamples": config.bootstrap,
-        "wall_seconds": time.perf_counter() - started,
-    }
-    result.update(figures(spec, items, runs, bootstrap=config.bootstrap, seed=config.seed))
-    return result
-
-
-def write_results(result: dict[str, Any], markdown: str, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``<dataset>-<model-slug>.json`` and ``.md`` into ``out_dir``."""
-    import json
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = f"{result['dataset']}-{model_slug(str(result['model']))}"
-    json_path, md_path = out / f"{stem}.json", out / f"{stem}.md"
-    json_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    md_path.write_text(markdown, encoding="utf-8")
-    return json_path, md_path
+    return BenchRun(config, spec, items, runs, wall_seconds=time.perf_counter() - started)
