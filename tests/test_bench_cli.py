@@ -17,6 +17,7 @@ import pytest
 
 from pytest_bineval.bench import stats
 from pytest_bineval.bench.cli import _methods
+from pytest_bineval.bench.datasets import Item, load_custom, resolve_data_dir
 from pytest_bineval.bench.methods import (
     ScoreClient,
     expected_score,
@@ -25,7 +26,7 @@ from pytest_bineval.bench.methods import (
 )
 from pytest_bineval.bench.report import model_slug
 from pytest_bineval.bench.runner import BenchConfig, load_items
-from pytest_bineval.bench.specs import SPECS, Scale, ifbench_question
+from pytest_bineval.bench.specs import DATASETS, DatasetSpec, Dimension, Scale, ifbench_question
 from pytest_bineval.cli import main
 from pytest_bineval.engine import Engine, Settings
 from pytest_bineval.llm.cache import ResponseCache
@@ -422,10 +423,44 @@ def test_engine_client_settings_are_reused() -> None:
 
 
 def test_specs_cover_the_datasets() -> None:
-    assert SPECS["summeval"].protocol == "summary-level"
-    assert SPECS["topical-chat"].dimension_names == ["naturalness", "coherence", "engagingness", "groundedness"]
-    assert SPECS["qags-xsum"].binary_dimension == "consistency"
-    assert SPECS["ifbench"].methods == ("bineval", "unieval", "overlap")
+    assert DATASETS["summeval"].protocol == "summary-level"
+    assert DATASETS["topical-chat"].dimension_names == ["naturalness", "coherence", "engagingness", "groundedness"]
+    assert DATASETS["qags-xsum"].binary_dimension == "consistency"
+    assert DATASETS["ifbench"].methods == ("bineval", "unieval", "overlap")
+
+
+def test_a_dataset_added_to_the_registry_is_a_choice_and_runs(judge: ScriptedModel, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # The registry is the only list of datasets: a new spec with its loader is accepted by the command
+    # line and run end to end, with nothing else to change.
+    root = tmp_path / "data"
+    _jsonl(root / "toy.jsonl", [{"q": f"topic {i % 2}: the cat sat on the mat", "a": a, "h": h, "g": f"t{i % 2}"}
+                                for i, (a, h) in enumerate([("the cat sat", 5), ("a dog flew", 1),
+                                                            ("the mat rug", 4), ("paris mat", 2)])])
+
+    def load_toy(data_dir: str | Path | None) -> list[Item]:
+        return load_custom(resolve_data_dir(data_dir) / "toy.jsonl", "q", "a", ["h"], group_key="g")
+
+    dim = Dimension("h", "The reply repeats the input.", Scale(1, 5), Scale(1, 5), (), "Does it repeat the input?")
+    toy = DatasetSpec("toy", "Repeat the input.", (dim,), "summary-level", "Input", "Reply", load_toy,
+                      methods=("unieval", "overlap"))
+    with pytest.raises(SystemExit):
+        main(["bench", "toy", "--data-dir", str(root)])
+    assert "invalid choice: 'toy'" in capsys.readouterr().err
+    monkeypatch.setitem(DATASETS, "toy", toy)
+    judge.rules = {"unieval_answer": lambda req: json.dumps({"answer": "yes"})}
+    result, printed = _run(["toy", "--model", judge.model, "--data-dir", str(root), "--method", "all"],
+                           tmp_path, capsys)
+    assert (result["dataset"], result["task"], result["protocol"]) == ("toy", "Repeat the input.", "summary-level")
+    assert result["subset"] == {"limit": None, "docs": None, "n_items": 4, "n_groups": 2, "dimensions": ["h"]}
+    methods = result["methods"]
+    assert {name: entry["status"] for name, entry in methods.items()} == {
+        "bineval": "n/a", "geval": "n/a", "unieval": "ok", "likelihood": "n/a", "overlap": "ok"}
+    assert methods["unieval"]["cost"]["llm_calls"] == 4
+    overlap = methods["overlap"]["variants"]["overlap"]["dimensions"]["h"]["correlation"]
+    assert overlap["spearman"] == pytest.approx(1.0) and overlap["n_groups"] == 2
+    assert (tmp_path / "out" / f"toy-{model_slug(judge.model)}.md").read_text(encoding="utf-8") == printed
 
 
 def test_checklist_falls_back_to_one_dimension_at_a_time(judge: ScriptedModel, data_dir: Path, tmp_path: Path,

@@ -16,13 +16,14 @@ from pytest_bineval.bench.datasets import (
     DataNotFoundError,
     Item,
     load_custom,
-    load_dataset,
     load_ifbench,
     load_qags,
     load_summeval,
     load_topical_chat,
     resolve_data_dir,
+    select_items,
 )
+from pytest_bineval.bench.specs import DATASETS
 
 
 def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
@@ -303,11 +304,26 @@ def test_load_ifbench_unjoinable_row_keeps_its_prompt(data_dir: Path) -> None:
     assert item.extra["kwargs"] is None
 
 
-def test_load_dataset_dispatch(data_dir: Path) -> None:
-    assert len(load_dataset("summeval", data_dir, limit=1)) == 2
-    assert len(load_dataset("qags_xsum", data_dir)) == 3
-    with pytest.raises(ValueError, match="unknown dataset"):
-        load_dataset("nope", data_dir)
+def test_every_registered_spec_loads_itself(data_dir: Path) -> None:
+    sizes = {"summeval": 6, "topical-chat": 4, "qags-cnndm": 3, "qags-xsum": 3, "ifbench": 4}
+    assert set(sizes) == set(DATASETS)
+    for name, spec in DATASETS.items():
+        items = spec.load(data_dir)
+        assert len(items) == sizes[name], name
+        assert all(set(spec.dimension_names) <= set(item.human) for item in items), name
+    # --docs: the first N groups with all their items; --limit: the first N items
+    assert [i.id for i in DATASETS["summeval"].load(data_dir, docs=2)] == ["A0:S0", "A0:S1", "A1:S0", "A1:S1"]
+    assert [i.id for i in DATASETS["qags-xsum"].load(data_dir, limit=2)] == ["xsum:0", "xsum:1"]
+    assert [i.human["consistency"] for i in DATASETS["qags-cnndm"].load(data_dir)] == [1.0, 1 / 3, 0.0]
+
+
+def test_select_items_by_group_then_item() -> None:
+    items = [Item(id=str(k), group=g, source="", output="", human={}) for k, g in enumerate("aabbbc")]
+    assert [i.id for i in select_items(items, docs=2)] == ["0", "1", "2", "3", "4"]
+    assert [i.id for i in select_items(items, docs=2, limit=3)] == ["0", "1", "2"]
+    assert select_items(items, limit=0) == []
+    with pytest.raises(ValueError, match="docs must be >= 0"):
+        select_items(items, docs=-1)
 
 
 # --------------------------------------------------------------------------------------------------

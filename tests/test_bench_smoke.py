@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 
 from pytest_bineval.bench.datasets import DataNotFoundError, resolve_data_dir
+from pytest_bineval.bench.specs import DATASETS
 from pytest_bineval.cli import main
 from pytest_bineval.models import Checklist, Question
 
 pytestmark = pytest.mark.local_model
 
-# dataset -> (dimension to judge, the one checklist question)
+# dataset -> (dimension to judge, the one checklist question); every registered dataset needs one
 CASES: dict[str, tuple[str, str]] = {
     "summeval": ("consistency", "Is every statement of the response supported by the input?"),
     "topical-chat": ("groundedness", "Does the response use the fact given in the input?"),
@@ -43,7 +44,7 @@ def _model_missing() -> str | None:
     return f"the embedded model needs {' and '.join(missing)}" if missing else None
 
 
-@pytest.mark.parametrize("dataset", list(CASES))
+@pytest.mark.parametrize("dataset", list(DATASETS))
 def test_limit_2_smoke_run(dataset: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     reason = _model_missing()
     if reason:

@@ -1,5 +1,7 @@
-"""Meta-evaluation of judges against human judgments (the model-free part of ``bineval bench``).
+"""Meta-evaluation of judges against human judgments (``bineval bench``).
 
-``stats`` holds the correlation protocols and agreement figures; ``datasets`` reads the benchmark
-data (SummEval, Topical-Chat, QAGS, IFBench, custom JSONL) from a data directory.
+Data flow one way: ``specs`` registers the datasets (:data:`~.specs.DATASETS`, each spec loading itself
+through ``datasets``); ``runner`` runs the ``methods`` over a dataset's items and returns a plain
+:class:`~.runner.BenchRun`; ``report`` turns that run into figures (with ``stats``), JSON and markdown;
+``cli`` wires the command to them.
 """

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..llm.cache import CACHE_MODES
-from .specs import BENCH_DATASETS, METHODS
+from .specs import CUSTOM, METHODS, CustomData, dataset_names
 
 __all__ = ["add_bench_parser", "cmd_bench", "config_from_args"]
 
@@ -49,7 +49,7 @@ def add_bench_parser(sub: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dataset", choices=list(BENCH_DATASETS), help="the benchmark data set")
+    p.add_argument("dataset", choices=dataset_names(), help="the benchmark data set")
     p.add_argument("--model", default=None, help="judge model, a litellm model string (default: the embedded one)")
     p.add_argument(
         "--method",
@@ -127,11 +127,9 @@ def add_bench_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_bench)
 
 
-def _custom(args: argparse.Namespace, definitions: dict[str, str]) -> Any:
-    from .runner import CustomData
-
+def _custom(args: argparse.Namespace, definitions: dict[str, str]) -> CustomData | None:
     given = [args.data, args.source_key, args.output_key, args.score_key, args.task]
-    if args.dataset != "custom":
+    if args.dataset != CUSTOM:
         if any(v for v in given) or args.group_key:
             raise ValueError("--data/--source-key/--output-key/--score-key/--group-key/--task are for `custom` only")
         return None
@@ -185,7 +183,7 @@ def _command(args: argparse.Namespace) -> str:
         parts += ["--score-key", key]
     for d in args.dimension or []:
         parts += ["--dimension", d]
-    if args.dataset == "custom" and tuple(args.scale) != (1.0, 5.0):
+    if args.dataset == CUSTOM and tuple(args.scale) != (1.0, 5.0):
         parts += ["--scale", f"{args.scale[0]:g}", f"{args.scale[1]:g}"]
     return " ".join(shlex.quote(p) for p in parts)
 
@@ -202,9 +200,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
         name, sep, definition = d.partition("=")
         if sep:
             definitions[name.strip()] = definition.strip()
-        elif args.dataset != "custom":
+        elif args.dataset != CUSTOM:
             names.append(name.strip())
-    if definitions and args.dataset != "custom":
+    if definitions and args.dataset != CUSTOM:
         raise ValueError("--dimension NAME=DEFINITION is for custom data; built-in datasets take --dimension NAME")
     for flag, value in (("--limit", args.limit), ("--docs", args.docs)):
         if value is not None and value < 1:

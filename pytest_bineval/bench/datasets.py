@@ -6,6 +6,8 @@ resolved by :func:`resolve_data_dir`: an explicit argument, else ``$BINEVAL_DATA
 
 Every loader returns a list of :class:`Item` in file order. ``limit`` always means "the first N" (of
 articles for SummEval, of constraints for IFBench, of items otherwise): deterministic, no sampling.
+Which loader reads which benchmark dataset is said once, by the dataset's spec in
+:data:`~pytest_bineval.bench.specs.DATASETS`.
 """
 
 from __future__ import annotations
@@ -21,26 +23,23 @@ from ..errors import BinevalError
 from ..jsonl import field_text, get_field, iter_jsonl, iter_records, read_json_list
 
 __all__ = [
-    "DATASETS",
     "DATA_DIR_ENV",
     "SUMMEVAL_DIMENSIONS",
     "TOPICAL_CHAT_DIMENSIONS",
     "DataNotFoundError",
     "Item",
+    "PathLike",
     "load_custom",
-    "load_dataset",
     "load_ifbench",
     "load_qags",
     "load_summeval",
     "load_topical_chat",
     "resolve_data_dir",
+    "select_items",
 ]
 
 #: Environment variable naming the data directory.
 DATA_DIR_ENV = "BINEVAL_DATA_DIR"
-
-#: Names accepted by :func:`load_dataset`.
-DATASETS: tuple[str, ...] = ("summeval", "topical_chat", "qags_cnndm", "qags_xsum", "ifbench")
 
 #: Human dimensions of SummEval (mean of 3 expert ratings, 1-5).
 SUMMEVAL_DIMENSIONS: tuple[str, ...] = ("coherence", "consistency", "fluency", "relevance")
@@ -172,6 +171,24 @@ def _field(record: Mapping[str, Any], key: str, where: str) -> Any:
     if key not in record:
         raise ValueError(f"{where}: missing key {key!r}")
     return record[key]
+
+
+def select_items(items: Sequence[Item], *, limit: int | None = None, docs: int | None = None) -> list[Item]:
+    """The first ``docs`` groups with all their items (in order), then the first ``limit`` items."""
+    _check_limit(limit)
+    _check_limit(docs, "docs")
+    out = list(items)
+    if docs is not None:
+        keep: set[str] = set()
+        grouped: list[Item] = []
+        for item in out:
+            if item.group not in keep:
+                if len(keep) >= docs:
+                    continue
+                keep.add(item.group)
+            grouped.append(item)
+        out = grouped
+    return out if limit is None else out[:limit]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -386,24 +403,6 @@ def load_ifbench(
                 )
             )
     return items
-
-
-def load_dataset(name: str, data_dir: PathLike | None = None, limit: int | None = None) -> list[Item]:
-    """Load a benchmark dataset by name (one of :data:`DATASETS`).
-
-    ``limit`` is passed on as ``limit_docs`` for SummEval (articles) and as ``limit`` otherwise.
-    """
-    if name == "summeval":
-        return load_summeval(data_dir, limit_docs=limit)
-    if name == "topical_chat":
-        return load_topical_chat(data_dir, limit=limit)
-    if name == "qags_cnndm":
-        return load_qags(data_dir, "cnndm", limit=limit)
-    if name == "qags_xsum":
-        return load_qags(data_dir, "xsum", limit=limit)
-    if name == "ifbench":
-        return load_ifbench(data_dir, limit=limit)
-    raise ValueError(f"unknown dataset {name!r}; expected one of {', '.join(DATASETS)}")
 
 
 # --------------------------------------------------------------------------------------------------

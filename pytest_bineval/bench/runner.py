@@ -23,23 +23,9 @@ from ..llm.providers import is_embedded
 from ..models import Checklist, Usage
 from . import datasets as ds
 from .methods import ItemResult, Method, make_method
-from .specs import BENCH_DATASETS, METHODS, SPECS, DatasetSpec, Scale, custom_spec
+from .specs import CUSTOM, DATASETS, METHODS, CustomData, DatasetSpec, dataset_names
 
-__all__ = ["BenchConfig", "BenchRun", "CustomData", "MethodRun", "load_items", "run_bench"]
-
-
-@dataclass(frozen=True)
-class CustomData:
-    """``--data FILE --source-key K --output-key K --score-key K... [--group-key K] --task TEXT``."""
-
-    path: str
-    source_key: str
-    output_key: str
-    score_keys: tuple[str, ...]
-    task: str
-    group_key: str | None = None
-    definitions: dict[str, str] = field(default_factory=dict)
-    scale: tuple[float, float] = (1.0, 5.0)
+__all__ = ["BenchConfig", "BenchRun", "MethodRun", "load_items", "run_bench"]
 
 
 @dataclass
@@ -92,66 +78,19 @@ class BenchRun:
 # data
 
 
-def _first_groups(items: list[ds.Item], n: int) -> list[ds.Item]:
-    keep: set[str] = set()
-    out: list[ds.Item] = []
-    for item in items:
-        if item.group not in keep:
-            if len(keep) >= n:
-                continue
-            keep.add(item.group)
-        out.append(item)
-    return out
-
-
-def _custom_items(custom: CustomData, limit: int | None) -> list[ds.Item]:
-    return ds.load_custom(
-        custom.path,
-        custom.source_key,
-        custom.output_key,
-        list(custom.score_keys),
-        group_key=custom.group_key,
-        limit=limit,
-    )
-
-
-def _custom_spec(custom: CustomData, items: list[ds.Item]) -> DatasetSpec:
-    ranges: dict[str, Scale] = {}
-    for key in custom.score_keys:
-        values = [it.human[key] for it in items if key in it.human]
-        ranges[key] = Scale(min(values), max(values)) if values else Scale(0.0, 1.0)
-    return custom_spec(
-        custom.task,
-        custom.score_keys,
-        custom.definitions,
-        ranges,
-        Scale(*custom.scale),
-        grouped=custom.group_key is not None,
-    )
-
-
 def load_items(config: BenchConfig) -> tuple[DatasetSpec, list[ds.Item]]:
     """The dataset's spec (restricted to ``config.dimensions``) and its items (``--limit`` / ``--docs``)."""
-    if config.dataset not in BENCH_DATASETS:
-        raise ValueError(f"unknown dataset {config.dataset!r}; expected one of {', '.join(BENCH_DATASETS)}")
     if config.limit is not None and config.docs is not None:
         raise ValueError("give --limit or --docs, not both")
-    if config.dataset == "custom":
+    if config.dataset == CUSTOM:
         if config.custom is None:
             raise ValueError("the custom dataset needs --data, --source-key, --output-key, --score-key and --task")
-        items = _custom_items(config.custom, config.limit if config.docs is None else None)
-        spec = _custom_spec(config.custom, items)
+        spec, items = config.custom.load(limit=config.limit, docs=config.docs)
+    elif config.dataset in DATASETS:
+        spec = DATASETS[config.dataset]
+        items = spec.load(config.data_dir, limit=config.limit, docs=config.docs)
     else:
-        name = BENCH_DATASETS[config.dataset]
-        if name == "summeval" and config.docs is not None:
-            items = ds.load_summeval(config.data_dir, limit_docs=config.docs)
-        else:
-            items = ds.load_dataset(name, config.data_dir, None)
-        spec = SPECS[config.dataset]
-    if config.docs is not None:
-        items = _first_groups(items, config.docs)
-    if config.limit is not None:
-        items = items[: config.limit]
+        raise ValueError(f"unknown dataset {config.dataset!r}; expected one of {', '.join(dataset_names())}")
     spec = spec.select(list(config.dimensions))
     missing = [d for d in spec.dimension_names if any(d not in it.human for it in items)]
     if missing:

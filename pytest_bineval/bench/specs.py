@@ -1,5 +1,8 @@
-"""What each benchmark dataset is judged on: the task a user would write, the dimensions, the scales,
-the correlation protocol, and the per-dimension texts of the G-Eval- and UniEval-style baselines.
+"""The benchmark datasets: one :class:`DatasetSpec` per dataset, registered in :data:`DATASETS`, the one list
+of datasets (the command's choices, the runner). A spec knows what the dataset is judged on (the task a
+user would write, the dimensions, the scales, the correlation protocol, the per-dimension texts of the
+G-Eval- and UniEval-style baselines) and how to load itself (:meth:`DatasetSpec.load`). User data
+(``bineval bench custom``) gets its spec from the command line's keys (:class:`CustomData`).
 
 The task prompts are written the way a user would write them for the task; they are not tuned on the
 data. The dimension definitions of SummEval/QAGS are the library's built-in ones.
@@ -7,23 +10,27 @@ data. The dimension definitions of SummEval/QAGS are the library's built-in ones
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Literal
 
 from ..dimensions import BUILTIN_DIMENSIONS
+from .datasets import (
+    Item,
+    PathLike,
+    load_custom,
+    load_ifbench,
+    load_qags,
+    load_summeval,
+    load_topical_chat,
+    select_items,
+)
 
 Protocol = Literal["summary-level", "pooled", "ifbench"]
 
-#: Dataset names as given on the command line -> names of :func:`datasets.load_dataset`.
-BENCH_DATASETS: dict[str, str] = {
-    "summeval": "summeval",
-    "topical-chat": "topical_chat",
-    "qags-cnndm": "qags_cnndm",
-    "qags-xsum": "qags_xsum",
-    "ifbench": "ifbench",
-    "custom": "custom",
-}
+#: Reads every item of a dataset from a data directory (None: :func:`~.datasets.resolve_data_dir`).
+Loader = Callable[[PathLike | None], list[Item]]
 
 #: All methods, in the order they are run and reported.
 METHODS: tuple[str, ...] = ("bineval", "geval", "unieval", "likelihood", "overlap")
@@ -57,7 +64,7 @@ class Dimension:
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """How a dataset is benchmarked."""
+    """How a dataset is benchmarked, and how its items are read (``loader``, through :meth:`load`)."""
 
     name: str
     task: str
@@ -65,9 +72,15 @@ class DatasetSpec:
     protocol: Protocol
     source_label: str
     output_label: str
+    loader: Loader
     binary_dimension: str | None = None  # human labels 0/1: also report AUROC
     methods: tuple[str, ...] = METHODS
     reference: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def load(self, data_dir: PathLike | None = None, *, limit: int | None = None,
+             docs: int | None = None) -> list[Item]:
+        """The items, in file order: the first ``docs`` groups with all their items, then the first ``limit``."""
+        return select_items(self.loader(data_dir), limit=limit, docs=docs)
 
     def dimension(self, name: str) -> Dimension:
         for d in self.dimensions:
@@ -88,17 +101,8 @@ class DatasetSpec:
         if unknown:
             raise ValueError(f"dataset {self.name!r} has no dimension {unknown}; it has {known}")
         keep = tuple(d for d in self.dimensions if d.name in names)
-        return DatasetSpec(
-            self.name,
-            self.task,
-            keep,
-            self.protocol,
-            self.source_label,
-            self.output_label,
-            self.binary_dimension if self.binary_dimension in names else None,
-            self.methods,
-            self.reference,
-        )
+        binary = self.binary_dimension if self.binary_dimension in names else None
+        return replace(self, dimensions=keep, binary_dimension=binary)
 
 
 FIVE = Scale(1.0, 5.0)
@@ -210,80 +214,123 @@ SUMMEVAL_REFERENCE: dict[str, dict[str, float]] = {
     "G-Eval (GPT-4)": {"avg": 0.514},
 }
 
-SPECS: dict[str, DatasetSpec] = {
-    "summeval": DatasetSpec(
-        "summeval",
-        SUMMARY_TASK,
-        _summary_dimensions(["coherence", "consistency", "fluency", "relevance"]),
-        "summary-level",
-        "Article",
-        "Summary",
-        reference=SUMMEVAL_REFERENCE,
-    ),
-    "topical-chat": DatasetSpec(
-        "topical-chat",
-        DIALOGUE_TASK,
-        DIALOGUE_DIMENSIONS,
-        "pooled",
-        "Fact and dialogue",
-        "Reply",
-    ),
-    "qags-cnndm": DatasetSpec("qags-cnndm", SUMMARY_TASK, _qags_dimensions(), "pooled", "Article", "Summary"),
-    "qags-xsum": DatasetSpec(
-        "qags-xsum",
-        XSUM_TASK,
-        _qags_dimensions(),
-        "pooled",
-        "Article",
-        "Summary",
-        binary_dimension="consistency",
-    ),
-    "ifbench": DatasetSpec(
-        "ifbench",
-        IFBENCH_TASK,
-        (IFBENCH_DIMENSION,),
-        "ifbench",
-        "Prompt",
-        "Response",
-        binary_dimension="follows",
-        methods=("bineval", "unieval", "overlap"),
-    ),
+#: The benchmark datasets by the name given on the command line: the one list of datasets. A spec
+#: added here is a choice of ``bineval bench`` and runs with every method it lists.
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec
+    for spec in (
+        DatasetSpec(
+            "summeval",
+            SUMMARY_TASK,
+            _summary_dimensions(["coherence", "consistency", "fluency", "relevance"]),
+            "summary-level",
+            "Article",
+            "Summary",
+            load_summeval,
+            reference=SUMMEVAL_REFERENCE,
+        ),
+        DatasetSpec(
+            "topical-chat",
+            DIALOGUE_TASK,
+            DIALOGUE_DIMENSIONS,
+            "pooled",
+            "Fact and dialogue",
+            "Reply",
+            load_topical_chat,
+        ),
+        DatasetSpec(
+            "qags-cnndm",
+            SUMMARY_TASK,
+            _qags_dimensions(),
+            "pooled",
+            "Article",
+            "Summary",
+            partial(load_qags, which="cnndm"),
+        ),
+        DatasetSpec(
+            "qags-xsum",
+            XSUM_TASK,
+            _qags_dimensions(),
+            "pooled",
+            "Article",
+            "Summary",
+            partial(load_qags, which="xsum"),
+            binary_dimension="consistency",
+        ),
+        DatasetSpec(
+            "ifbench",
+            IFBENCH_TASK,
+            (IFBENCH_DIMENSION,),
+            "ifbench",
+            "Prompt",
+            "Response",
+            load_ifbench,
+            binary_dimension="follows",
+            methods=("bineval", "unieval", "overlap"),
+        ),
+    )
 }
 
+#: The name of user data (``bineval bench custom --data FILE ...``): its spec comes from :class:`CustomData`.
+CUSTOM = "custom"
 
-def custom_spec(
-    task: str,
-    score_keys: Sequence[str],
-    definitions: Mapping[str, str],
-    human_ranges: Mapping[str, Scale],
-    geval_scale: Scale,
-    grouped: bool,
-) -> DatasetSpec:
-    """The spec of a custom JSONL: one dimension per score key (named as given).
 
-    A dimension's definition comes from ``definitions`` (``--dimension NAME=DEFINITION``), else from the
-    built-in dimension of the same name (the last dotted part of the key), else a generic sentence.
+def dataset_names() -> list[str]:
+    """Every name ``bineval bench`` accepts: the registered datasets, then ``custom``."""
+    return [*DATASETS, CUSTOM]
+
+
+@dataclass(frozen=True)
+class CustomData:
+    """User data: ``--data FILE --source-key K --output-key K --score-key K... [--group-key K] --task TEXT``.
+
+    One dimension per score key (named as given). A dimension's definition comes from ``definitions``
+    (``--dimension NAME=DEFINITION``), else from the built-in dimension of the same name (the last dotted
+    part of the key), else a generic sentence. Its human scale is the range of the loaded scores.
     """
-    dims: list[Dimension] = []
-    for key in score_keys:
-        short = key.rsplit(".", 1)[-1]
-        definition = definitions.get(key) or definitions.get(short) or BUILTIN_DIMENSIONS.get(short)
-        if not definition:
-            definition = f"The response is good with respect to {short.replace('_', ' ')}."
-        dims.append(
-            Dimension(
-                key,
-                definition,
-                human_ranges[key],
-                geval_scale,
-                (
-                    "Read the input and the response.",
-                    f"Judge the response on {short.replace('_', ' ')} as defined.",
-                ),
-                f"Is this a good response with respect to {short.replace('_', ' ')}?",
+
+    path: str
+    source_key: str
+    output_key: str
+    score_keys: tuple[str, ...]
+    task: str
+    group_key: str | None = None
+    definitions: dict[str, str] = field(default_factory=dict)
+    scale: tuple[float, float] = (1.0, 5.0)
+
+    def read(self, limit: int | None = None) -> list[Item]:
+        """The first ``limit`` records of the file (all when None)."""
+        return load_custom(self.path, self.source_key, self.output_key, list(self.score_keys),
+                           group_key=self.group_key, limit=limit)
+
+    def load(self, *, limit: int | None = None, docs: int | None = None) -> tuple[DatasetSpec, list[Item]]:
+        """The spec (human scales from the scores read) and the selected items."""
+        items = self.read(limit if docs is None else None)
+        return self.spec(items), select_items(items, limit=limit, docs=docs)
+
+    def spec(self, items: Sequence[Item]) -> DatasetSpec:
+        dims: list[Dimension] = []
+        for key in self.score_keys:
+            short = key.rsplit(".", 1)[-1]
+            definition = self.definitions.get(key) or self.definitions.get(short) or BUILTIN_DIMENSIONS.get(short)
+            if not definition:
+                definition = f"The response is good with respect to {short.replace('_', ' ')}."
+            values = [it.human[key] for it in items if key in it.human]
+            dims.append(
+                Dimension(
+                    key,
+                    definition,
+                    Scale(min(values), max(values)) if values else UNIT,
+                    Scale(*self.scale),
+                    (
+                        "Read the input and the response.",
+                        f"Judge the response on {short.replace('_', ' ')} as defined.",
+                    ),
+                    f"Is this a good response with respect to {short.replace('_', ' ')}?",
+                )
             )
-        )
-    return DatasetSpec("custom", task, tuple(dims), "summary-level" if grouped else "pooled", "Input", "Response")
+        protocol: Protocol = "summary-level" if self.group_key is not None else "pooled"
+        return DatasetSpec(CUSTOM, self.task, tuple(dims), protocol, "Input", "Response", lambda _dir: self.read())
 
 
 def ifbench_question(instruction_id: str, kwargs: Mapping[str, object] | None) -> str:
