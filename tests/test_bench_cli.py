@@ -6,17 +6,19 @@ The data are tiny fixture files in the real formats, written per test; no model 
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import math
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_bineval.bench import stats
-from pytest_bineval.bench.cli import _methods
+from pytest_bineval.bench.cli import _methods, config_from_args
 from pytest_bineval.bench.datasets import Item, load_custom, resolve_data_dir
 from pytest_bineval.bench.methods import (
     ScoreClient,
@@ -27,10 +29,11 @@ from pytest_bineval.bench.methods import (
 from pytest_bineval.bench.report import model_slug
 from pytest_bineval.bench.runner import BenchConfig, load_items
 from pytest_bineval.bench.specs import DATASETS, DatasetSpec, Dimension, Scale, ifbench_question
-from pytest_bineval.cli import main
+from pytest_bineval.cli import build_parser, main
 from pytest_bineval.engine import Engine, Settings
 from pytest_bineval.llm.cache import ResponseCache
 from pytest_bineval.llm.client import ModelSettings
+from pytest_bineval.settings import SETTING_SPECS
 from pytest_bineval.testing import Request, ScriptedModel
 
 _ids = itertools.count(1)
@@ -193,6 +196,43 @@ def test_limit_and_docs_select_items(data_dir: Path) -> None:
     assert len(items) == 3 and spec.dimension_names == ["groundedness"]
     with pytest.raises(ValueError, match="no dimension"):
         load_items(BenchConfig("summeval", settings, data_dir=str(data_dir), dimensions=["naturalness"]))
+
+
+def test_engine_options_are_the_settings_options() -> None:
+    # One definition of the engine options: every Settings option, with the Settings defaults.
+    dests = {a.dest for a in _bench_parser()._actions}
+    assert {spec.attr for spec in SETTING_SPECS} <= dests
+    assert config_from_args(build_parser().parse_args(["bench", "summeval"])).settings == Settings()
+    given = {"model": "a/judge", "checklist-model": "b/writer", "api-base": "http://127.0.0.1:9/v1",
+             "cache": "read-only", "cache-dir": "cache dir", "concurrency": "3", "timeout": "5", "retries": "0",
+             "temperature": "0.5", "judge-prompt": "my judge.md"}
+    argv = ["bench", "qags-xsum", "--limit", "3"] + [x for name, value in given.items() for x in (f"--{name}", value)]
+    config = config_from_args(build_parser().parse_args(argv))
+    assert config.settings == Settings(model="a/judge", checklist_model="b/writer", api_base="http://127.0.0.1:9/v1",
+                                       cache="read-only", cache_dir="cache dir", concurrency=3, timeout=5.0,
+                                       retries=0, temperature=0.5, judge_prompt="my judge.md")
+    assert config.model == "a/judge"
+    # the reproducing command names every engine option that was given, and reparses to the same settings
+    command = shlex.split(config.command)
+    assert command[:3] == ["bineval", "bench", "qags-xsum"]
+    assert config_from_args(build_parser().parse_args(command[1:])).settings == config.settings
+    assert config_from_args(build_parser().parse_args(["bench", "summeval"])).command == "bineval bench summeval"
+
+
+def _bench_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["bench"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--concurrency", "0", "must be >= 1"), ("--cache", "sometimes", "invalid choice"),
+    ("--temperature", "3", "within [0, 2]"), ("--timeout", "-1", "must be > 0"),
+])
+def test_bad_engine_option_is_an_argparse_error(option: str, value: str, message: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "summeval", option, value])
+    assert message in capsys.readouterr().err
 
 
 def test_limit_and_docs_are_exclusive(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -476,6 +516,24 @@ def test_checklist_falls_back_to_one_dimension_at_a_time(judge: ScriptedModel, d
     assert [(q["id"], q["text"]) for q in result["checklist"]["questions"]] == [
         ("coherence-1", "Is the response good?"), ("consistency-1", "Is the response good?")]
     assert result["methods"]["bineval"]["status"] == "ok"
+
+
+def test_engine_options_reach_the_model_calls(judge: ScriptedModel, data_dir: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # --checklist-model writes the bineval checklist, the judge answers; --temperature reaches every call.
+    writer = ScriptedModel(provider=f"benchfake{next(_ids)}").register()
+    judge.rules = {"unieval_answer": lambda req: json.dumps({"answer": "yes"})}
+    result, _ = _run(["qags-cnndm", "--model", judge.model, "--checklist-model", writer.model, "--temperature", "0.5",
+                      "--data-dir", str(data_dir), "--method", "bineval,unieval"], tmp_path, capsys)
+    assert (writer.calls_of("requirements"), writer.calls_of("questions")) == (1, 1)
+    assert writer.calls_of("verdict") == 0 and writer.calls_of("unieval_answer") == 0
+    assert (judge.calls_of("requirements"), judge.calls_of("questions")) == (0, 0)
+    assert judge.calls_of("verdict") == 4 * 2 and judge.calls_of("unieval_answer") == 4
+    assert result["methods"]["bineval"]["notes"]["checklist source"] == (
+        f"generated by {writer.model} (--checklist-model)")
+    assert result["checklist"]["model"] == writer.model
+    assert {r.params.get("temperature") for r in [*judge.requests, *writer.requests]} == {0.5}
+    assert f"--checklist-model {writer.model} " in result["command"] and "--temperature 0.5" in result["command"]
 
 
 def test_failed_checklist_generation_is_reported_not_fatal(judge: ScriptedModel, data_dir: Path, tmp_path: Path,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..llm.cache import CACHE_MODES
+from ..settings import SETTING_SPECS, add_setting_arguments, settings_from_args
 from .specs import CUSTOM, METHODS, CustomData, dataset_names
 
 __all__ = ["add_bench_parser", "cmd_bench", "config_from_args"]
@@ -50,7 +50,6 @@ def add_bench_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("dataset", choices=dataset_names(), help="the benchmark data set")
-    p.add_argument("--model", default=None, help="judge model, a litellm model string (default: the embedded one)")
     p.add_argument(
         "--method",
         action="append",
@@ -118,11 +117,8 @@ def add_bench_parser(sub: Any) -> None:
         metavar=("LOW", "HIGH"),
         help="score scale of the geval method (default: 1 5)",
     )
-    eng = p.add_argument_group("engine")
-    eng.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
-    eng.add_argument("--cache", choices=CACHE_MODES, default="on", help="reply cache mode (default: on)")
-    eng.add_argument("--cache-dir", default=".bineval_cache", help="cache directory (default: .bineval_cache)")
-    eng.add_argument("--concurrency", type=int, default=8, help="parallel requests to hosted models (default: 8)")
+    # --model, --api-base, --cache, --cache-dir, --concurrency, ...: the engine's Settings, defaults and all
+    add_setting_arguments(p.add_argument_group("model and cache"))
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
 
@@ -167,12 +163,12 @@ def _command(args: argparse.Namespace) -> str:
         ("--output-key", args.output_key, None),
         ("--group-key", args.group_key, None),
         ("--task", args.task, None),
-        ("--api-base", args.api_base, None),
-        ("--cache-dir", args.cache_dir, ".bineval_cache"),
         ("--out", args.out, "bench_results"),
     ]
-    if args.model:
-        parts += ["--model", args.model]
+    for spec in SETTING_SPECS:  # the engine settings given on the command line (None: not given)
+        value = getattr(args, spec.attr, None)
+        if value is not None:
+            parts += [f"--{spec.name}"] if spec.parse is None else [f"--{spec.name}", str(value)]
     methods = _methods(args.method)
     if methods != list(METHODS):
         parts += ["--method", ",".join(methods)]
@@ -190,7 +186,6 @@ def _command(args: argparse.Namespace) -> str:
 
 def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~pytest_bineval.bench.runner.BenchConfig` of parsed arguments."""
-    from ..engine import Settings
     from ..models import Checklist
     from .runner import BenchConfig
 
@@ -212,13 +207,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     checklist = None
     if args.checklist:
         checklist = Checklist.model_validate_json(Path(args.checklist).read_text(encoding="utf-8"))
-    settings = Settings(
-        model=args.model,
-        api_base=args.api_base,
-        cache=args.cache,
-        cache_dir=args.cache_dir,
-        concurrency=args.concurrency,
-    )
+    settings = settings_from_args(args)
     command = _command(args)
     return BenchConfig(
         dataset=args.dataset,
