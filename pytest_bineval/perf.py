@@ -12,11 +12,17 @@ import json
 import platform
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .engine import Engine, Settings, run_sync
 from .models import Checklist, Evaluation, Question
+from .settings import add_setting_arguments, settings_from_args
+
+#: Settings perf does not take: it runs (a) and (b) without a cache and (c) in a temporary one, and
+#: generates no checklist.
+NOT_OPTIONS = ("checklist_model", "cache", "cache_dir")
 
 QUESTIONS: list[tuple[str, str]] = [
     ("consistency", "Is every statement in the response supported by the input?"),
@@ -71,26 +77,26 @@ def _row(name: str, evals: list[Evaluation], wall: float) -> dict[str, Any]:
     }
 
 
-def measure(model: str | None, data: Path, questions: int, repeats: int) -> dict[str, Any]:
+def measure(settings: Settings, data: Path, questions: int, repeats: int) -> dict[str, Any]:
     article, summaries = load_summaries(data, 0, repeats + 1)
     warmup, summaries = summaries[0], summaries[1:]
     checklist = fixed_checklist(questions)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        uncached = Engine(Settings(model=model, cache="off"))
+        uncached = Engine(replace(settings, cache="off"))
         run_sync(uncached.aevaluate(warmup, checklist.select(None), article))  # load the model, warm caches
         for name, first in (("(a) as built: shared prefix first", False),
                             ("(b) prefix reuse defeated: question first", True)):
             started = time.perf_counter()
             evals = _run(uncached, checklist, article, summaries, first)
             rows.append(_row(name, evals, time.perf_counter() - started))
-        cached = Engine(Settings(model=model, cache="on", cache_dir=tmp))
+        cached = Engine(replace(settings, cache="on", cache_dir=tmp))
         _run(cached, checklist, article, summaries, False)
         started = time.perf_counter()
         evals = _run(cached, checklist, article, summaries, False)
         rows.append(_row("(c) cached re-run", evals, time.perf_counter() - started))
         cached.close()
-    return {"model": model or Settings().judge_model, "questions": questions, "repeats": repeats,
+    return {"model": settings.judge_model, "questions": questions, "repeats": repeats,
             "article_chars": len(article), "machine": f"{platform.machine()}, {platform.python_version()}",
             "rows": rows}
 
@@ -113,12 +119,14 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def add_perf_parser(sub: Any) -> None:
-    p = sub.add_parser("perf", help="time one evaluation: prefix reuse vs question first vs cached")
-    p.add_argument("--model", default=None, help="litellm model string (default: the embedded model)")
+    p = sub.add_parser("perf", help="time one evaluation: prefix reuse vs question first vs cached",
+                       description=__doc__)
     p.add_argument("--data", default="../shared/data/summeval/summeval.jsonl", help="SummEval JSONL file")
     p.add_argument("--questions", type=int, default=8, help="checklist size N (default: 8)")
     p.add_argument("--repeats", type=int, default=5, help="summaries evaluated per variant (default: 5)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a markdown table")
+    # --model, --api-base, --timeout, ...: the engine's Settings, defaults and all
+    add_setting_arguments(p.add_argument_group("model"), exclude=NOT_OPTIONS)
     p.set_defaults(func=cmd_perf)
 
 
@@ -126,6 +134,6 @@ def cmd_perf(args: argparse.Namespace) -> int:
     data = Path(args.data)
     if not data.is_file():
         raise FileNotFoundError(f"SummEval data not found at {data}; pass --data PATH/summeval.jsonl")
-    result = measure(args.model, data, args.questions, args.repeats)
+    result = measure(settings_from_args(args), data, args.questions, args.repeats)
     print(json.dumps(result, indent=2) if args.json else markdown(result))
     return 0

@@ -545,3 +545,26 @@ def test_failed_checklist_generation_is_reported_not_fatal(judge: ScriptedModel,
     assert "ChecklistGenerationError" in result["methods"]["bineval"]["reason"]
     assert result["methods"]["overlap"]["status"] == "ok"
     assert "| bineval | all | n/a" in printed
+
+
+# --------------------------------------------------------------------------------------------------
+# bineval perf: the same Settings options (bar the cache, which perf manages itself)
+
+
+def test_perf_engine_options_come_from_settings(judge: ScriptedModel, data_dir: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    data = data_dir / "summeval" / "summeval.jsonl"
+    assert main(["perf", "--model", judge.model, "--temperature", "0.25", "--retries", "0", "--data", str(data),
+                 "--questions", "2", "--repeats", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["model"] == judge.model and result["questions"] == 2
+    as_built, question_first, cached = result["rows"]
+    assert as_built["llm_calls_per_eval"] == question_first["llm_calls_per_eval"] == 2
+    assert cached["cache_hits_per_eval"] == 2 and cached["llm_calls_per_eval"] == 0
+    # warm-up + (a) + (b) + filling the cache for (c): 1 + 2 + 2 + 2 evaluations of 2 questions
+    assert judge.calls_of("verdict") == 14
+    assert {r.params.get("temperature") for r in judge.requests} == {0.25}
+    for option in ("--cache", "--cache-dir", "--checklist-model"):  # perf runs its own cache, writes no checklist
+        with pytest.raises(SystemExit):
+            main(["perf", option, "x"])
+        assert "unrecognized arguments" in capsys.readouterr().err
