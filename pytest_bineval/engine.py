@@ -19,6 +19,7 @@ from .llm.client import LLMClient, ModelSettings
 from .llm.local import is_embedded
 from .models import Checklist, Evaluation, Usage
 from .prompting import Prompt, load_judge_prompt
+from .repeats import combine_repeats
 from .settings import Settings
 
 __all__ = ["Engine", "Settings", "run_sync"]
@@ -39,11 +40,12 @@ class Engine:
         if self.settings.judge_prompt is not None:
             self._judge_prompt = load_judge_prompt(os.path.expanduser(self.settings.judge_prompt))
 
-    def client(self, model: str) -> LLMClient:
+    def client(self, model: str, *, repeat: int = 0) -> LLMClient:
+        """A client of ``model``; ``repeat`` > 0 keys its cache entries apart (``Settings.repeats``)."""
         s = self.settings
         return LLMClient(
             ModelSettings(model=model, temperature=s.temperature, timeout=s.timeout, retries=s.retries,
-                          api_base=s.api_base, extra=dict(s.extra)),
+                          api_base=s.api_base, extra=dict(s.extra), repeat=repeat),
             self.cache,
         )
 
@@ -62,10 +64,27 @@ class Engine:
         else the packaged one)."""
         name = model or self.settings.judge_model
         # The embedded model is one in-process instance: ask its questions back to back.
-        concurrency = 1 if is_embedded(name) else self.settings.concurrency
-        result = await _judge.judge(self.client(name), output, checklist, source, concurrency=concurrency,
-                                    question_first=question_first,
-                                    prompt=prompt or self._judge_prompt)
+        embedded = is_embedded(name)
+        concurrency = 1 if embedded else self.settings.concurrency
+        repeats = self.settings.repeats
+
+        async def once(repeat: int, limit: int) -> Evaluation:
+            return await _judge.judge(self.client(name, repeat=repeat), output, checklist, source,
+                                      concurrency=limit, question_first=question_first,
+                                      prompt=prompt or self._judge_prompt)
+
+        if repeats == 1:
+            result = await once(0, concurrency)
+        else:
+            # Every repeat asks the whole checklist again, with its own cache entries; hosted models share
+            # the concurrency among the repeats, the embedded model takes them one after the other.
+            started = asyncio.get_running_loop().time()
+            if embedded:
+                runs = [await once(k, 1) for k in range(repeats)]
+            else:
+                limit = max(1, concurrency // repeats)
+                runs = list(await asyncio.gather(*(once(k, limit) for k in range(repeats))))
+            result = combine_repeats(runs, seconds=asyncio.get_running_loop().time() - started)
         self.usage += result.usage
         return result
 

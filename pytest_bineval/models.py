@@ -88,6 +88,24 @@ class Verdict(BaseModel):
     p_yes: float | None = None
     error: str | None = Field(default=None, description="why no answer could be had (answer == 'error')")
     cached: bool = False
+    repeats: list[Answer] = Field(
+        default_factory=list,
+        description="asked more than once (--bineval-repeats): each repeat's answer; `answer` is their majority "
+                    "(no on a tie) and error when any repeat got no answer",
+    )
+    agreement: float | None = Field(
+        default=None, description="asked more than once: the share of the repeats that gave the majority answer",
+    )
+
+    @property
+    def samples(self) -> list[Answer]:
+        """The answers this verdict stands for: one per repeat, or just its answer when asked once."""
+        return list(self.repeats) if self.repeats else [self.answer]
+
+    @property
+    def unstable(self) -> bool:
+        """Asked more than once, the judge gave both answers."""
+        return len({a for a in self.samples if a != "error"}) > 1
 
 
 class Usage(BaseModel):
@@ -137,12 +155,17 @@ class Usage(BaseModel):
         return out
 
 
+def yes_count(verdicts: Sequence[Verdict]) -> tuple[int, int]:
+    """(yes answers, answers) over the answered questions x repeats; error verdicts never count."""
+    answers = [a for v in verdicts if v.answer != "error" for a in v.samples if a != "error"]
+    return sum(a == "yes" for a in answers), len(answers)
+
+
 def share_of_yes(verdicts: Sequence[Verdict]) -> float | None:
-    """Yeses / answered questions; None when nothing was answered. Error verdicts never count."""
-    answered = [v for v in verdicts if v.answer != "error"]
-    if not answered:
-        return None
-    return sum(v.answer == "yes" for v in answered) / len(answered)
+    """Yeses / answered questions (x repeats, when asked more than once); None when nothing was answered.
+    Error verdicts never count."""
+    yes, answered = yes_count(verdicts)
+    return None if not answered else yes / answered
 
 
 def rescale(score: float | None, a: float, b: float) -> float | None:

@@ -96,6 +96,10 @@ class Settings:
         "retries of a failed or unparseable reply", non_negative_int, "N"))
     temperature: float = field(default=0.0, metadata=_opt(
         "sampling temperature of the models", temperature, "T"))
+    repeats: int = field(default=1, metadata=_opt(
+        "ask every question K times (each repeat cached apart) and score the share of yes over all answers; "
+        "questions whose answers differ are reported as unstable (a judge that never varies, like the embedded "
+        "model, gives K equal answers)", positive_int, "K"))
     judge_prompt: str | None = field(default=None, metadata=_opt(
         "an evaluator prompt file of your own, in the format of the packaged judge.md (e.g. one aligned with "
         "`bineval align`)", text_value, "FILE", shown="the packaged judge.md"))

@@ -54,6 +54,9 @@ class ModelSettings:
     retries: int = 2
     api_base: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Which repeat of a request this client makes (--bineval-repeats): part of the cache key when > 0, so that
+    # each repeat gets its own reply and repeat 0 keeps the keys of a run that asks once. Never sent.
+    repeat: int = 0
 
 
 def parse_json_object(text: str) -> dict[str, Any]:
@@ -165,7 +168,7 @@ class LLMClient:
         if want_p_yes:
             request["logprobs"] = True
             request["top_logprobs"] = 5
-        key = cache_key({**request, "prompt_version": prompt_version()})
+        key = cache_key({**request, "prompt_version": prompt_version(), **({"repeat": s.repeat} if s.repeat else {})})
 
         if self.cache is not None:
             hit = self.cache.get(key)
