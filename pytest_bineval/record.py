@@ -21,13 +21,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._version import __version__
 from .errors import UsageError
-from .models import Evaluation, Question, Usage, Verdict
+from .models import Answer, Evaluation, Question, Usage, Verdict, yes_count
+from .repeats import wilson_interval
 
 REPORT_FORMAT = 2
 SOURCE_IN_REPORT = 4000  # characters of the source kept in a record
 OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the digest covers all of it)
 
 Outcome = Literal["passed", "failed", "error"]
+Gate = Literal["mean", "lower-bound"]
+GATES: tuple[Gate, ...] = ("mean", "lower-bound")
 ChecklistStatus = Literal["pinned", "written", "unpinned", "stale", "explicit"]
 
 
@@ -46,9 +49,17 @@ class DimensionResult(BaseModel):
     """One checked dimension of an evaluation: its score against its threshold."""
 
     name: str
-    score: float | None = Field(description="share of yes over the answered questions; None if none was answered")
+    score: float | None = Field(description="share of yes over the answered questions (x repeats); None if none "
+                                            "was answered")
     threshold: float
     outcome: Outcome = Field(description="error: a question of this dimension got no answer from the judge")
+    answers: int = Field(default=0, description="the answers the score is a share of: answered questions x repeats")
+    low: float | None = Field(default=None, description="lower end of the score's 95% Wilson interval")
+    high: float | None = Field(default=None, description="upper end of the score's 95% Wilson interval")
+
+    def gated(self, gate: Gate) -> float | None:
+        """What the threshold is compared with: the score (gate ``mean``) or its interval's lower end."""
+        return self.score if gate == "mean" else self.low
 
 
 class Location(BaseModel):
@@ -81,20 +92,29 @@ class EvaluationRecord(BaseModel):
     source: str | None = Field(default=None, description=f"the source (first {SOURCE_IN_REPORT} characters)")
     usage: Usage = Field(default_factory=Usage)
     location: Location | None = None
+    repeats: int = Field(default=1, description="how many times each question was asked (--bineval-repeats)")
+    gate: Gate = Field(default="mean", description="what each threshold was compared with: the score (mean) or "
+                                                   "the lower end of its 95% Wilson interval (lower-bound)")
 
     @classmethod
     def build(cls, *, test: str, evaluation: Evaluation, thresholds: dict[str, float], questions: Sequence[Question],
               checklist_status: ChecklistStatus, checklist_model: str = "", prompt_version: str = "",
               output: str = "", source: str | None = None, prompt: str | None = None, index: int = 0,
-              location: Location | None = None) -> EvaluationRecord:
+              location: Location | None = None, gate: Gate = "mean") -> EvaluationRecord:
         """The record of ``evaluation`` judged against ``thresholds`` (its outcome is computed here)."""
         scores = evaluation.scores
         dims: list[DimensionResult] = []
         for name, limit in thresholds.items():
             score = scores.get(name)
-            errored = any(v.answer == "error" for v in evaluation.verdicts if v.dimension == name)
-            outcome: Outcome = "error" if errored else ("passed" if score is not None and score >= limit else "failed")
-            dims.append(DimensionResult(name=name, score=score, threshold=limit, outcome=outcome))
+            of_dim = [v for v in evaluation.verdicts if v.dimension == name]
+            yes, answers = yes_count(of_dim)
+            interval = wilson_interval(yes, answers)
+            low, high = interval if interval is not None else (None, None)
+            gated = score if gate == "mean" else low
+            errored = any(v.answer == "error" for v in of_dim)
+            outcome: Outcome = "error" if errored else ("passed" if gated is not None and gated >= limit else "failed")
+            dims.append(DimensionResult(name=name, score=score, threshold=limit, outcome=outcome, answers=answers,
+                                        low=low, high=high))
         overall: Outcome = (
             "error" if any(d.outcome == "error" for d in dims)
             else "passed" if all(d.outcome == "passed" for d in dims) else "failed"
@@ -105,7 +125,8 @@ class EvaluationRecord(BaseModel):
             dimensions=dims, overall=evaluation.overall, outcome=overall, questions=list(questions),
             verdicts=list(evaluation.verdicts), output=excerpt(output, OUTPUT_IN_REPORT) or "",
             output_digest=text_digest(output), source=excerpt(source, SOURCE_IN_REPORT), usage=evaluation.usage,
-            location=location,
+            location=location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
+            gate=gate,
         )
 
     # -- views ------------------------------------------------------------------------------------------------
@@ -135,6 +156,133 @@ class EvaluationRecord(BaseModel):
     def errors(self) -> list[Verdict]:
         return [v for v in self.checked() if v.answer == "error"]
 
+    def unstable(self) -> list[Verdict]:
+        """The questions of the checked dimensions whose repeats got both answers."""
+        return [v for v in self.checked() if v.unstable]
+
+
+ChangeKind = Literal["regression", "unstable flip", "fix", "judge error", "recovered"]
+CHANGE_KINDS: tuple[ChangeKind, ...] = ("regression", "unstable flip", "judge error", "fix", "recovered")
+
+
+class QuestionRef(BaseModel):
+    """A question asked in one of the two compared runs only (the checklist changed)."""
+
+    id: str
+    dimension: str
+    text: str
+
+
+class QuestionChange(BaseModel):
+    """A question whose answer differs from the baseline's.
+
+    ``regression``: yes -> no; ``unstable flip``: yes <-> no of a question whose repeats disagree in either run
+    (reported apart, not a regression); ``fix``: no -> yes; ``judge error``: an answer became a judge error;
+    ``recovered``: a judge error became an answer.
+    """
+
+    kind: ChangeKind
+    question_id: str
+    dimension: str
+    question: str
+    before: Answer
+    after: Answer
+    explanation: str = Field(default="", description="this run's explanation, or the judge error's cause")
+    baseline_explanation: str | None = Field(default=None, description="the baseline's, when it has one")
+    repeats: list[Answer] = Field(default_factory=list, description="this run's answers, when asked more than once")
+    baseline_repeats: list[Answer] = Field(default_factory=list)
+
+
+class ScoreChange(BaseModel):
+    """One dimension's score in the baseline and in this run."""
+
+    name: str
+    before: float | None
+    after: float | None
+    delta: float | None = Field(description="after - before; None when either has no score")
+    threshold: float
+
+
+class EvaluationDiff(BaseModel):
+    """One evaluation (same :attr:`EvaluationRecord.key`) in the baseline and in this run."""
+
+    key: str
+    test: str
+    index: int = 0
+    location: Location | None = None
+    outcome: Outcome
+    baseline_outcome: Outcome
+    output_changed: bool = Field(description="the output under test differs from the baseline's (digest)")
+    changes: list[QuestionChange] = Field(default_factory=list)
+    scores: list[ScoreChange] = Field(default_factory=list)
+    questions_added: list[QuestionRef] = Field(default_factory=list)
+    questions_removed: list[QuestionRef] = Field(default_factory=list)
+    matched_by_text: int = Field(default=0, description="questions matched by their text (the id changed)")
+    matched_by_id: int = Field(default=0, description="questions matched by their id (the text was edited)")
+    unchanged: int = Field(default=0, description="matched questions with the baseline's answer")
+
+
+class EvaluationRef(BaseModel):
+    """An evaluation found in one of the two compared runs only."""
+
+    key: str
+    test: str
+    index: int = 0
+    outcome: Outcome
+    location: Location | None = None
+
+
+class RegressionReport(BaseModel):
+    """This run compared with a baseline report (``--bineval-baseline``), per evaluation and per question."""
+
+    baseline: str = Field(description="the baseline report file, as given")
+    baseline_created: str = ""
+    baseline_generator: str = ""
+    tolerance: float = Field(default=0.0, description="score drops up to this much are not counted")
+    compared: list[EvaluationDiff] = Field(default_factory=list)
+    added: list[EvaluationRef] = Field(default_factory=list, description="evaluations the baseline does not have")
+    removed: list[EvaluationRef] = Field(default_factory=list, description="baseline evaluations not made this run")
+    failed: bool = Field(default=False, description="--bineval-fail-on-regression failed the session")
+
+    def changes(self, kind: ChangeKind) -> list[tuple[EvaluationDiff, QuestionChange]]:
+        return [(d, c) for d in self.compared for c in d.changes if c.kind == kind]
+
+    def score_drops(self) -> list[tuple[EvaluationDiff, ScoreChange]]:
+        """Dimension scores that fell by more than the tolerance."""
+        return [(d, s) for d in self.compared for s in d.scores
+                if s.delta is not None and s.delta < -self.tolerance - 1e-9]
+
+    def questions_unmatched(self) -> int:
+        """Questions of compared evaluations found in one run only (by id or text)."""
+        return sum(len(d.questions_added) + len(d.questions_removed) for d in self.compared)
+
+    def fail_reason(self) -> str | None:
+        """Why ``--bineval-fail-on-regression`` fails this run (regressions, score drops), or None."""
+        parts = []
+        if n := len(self.changes("regression")):
+            parts.append(f"{n} regression{'s' if n != 1 else ''}")
+        if n := len(self.score_drops()):
+            parts.append(f"{n} score drop{'s' if n != 1 else ''} beyond tolerance {self.tolerance:.2f}")
+        if not parts:
+            return None
+        return f"{' and '.join(parts)} vs baseline {self.baseline} (--bineval-fail-on-regression)"
+
+
+class UnstableQuestion(BaseModel):
+    """A question whose repeats got both answers (``--bineval-repeats``): its verdict is not reproducible."""
+
+    key: str = Field(description="the evaluation's EvaluationRecord.key")
+    dimension: str
+    question_id: str
+    question: str
+    answers: list[Answer]
+    agreement: float | None
+
+    @classmethod
+    def of(cls, records: Iterable[EvaluationRecord]) -> list[UnstableQuestion]:
+        return [cls(key=r.key, dimension=v.dimension, question_id=v.question_id, question=v.question,
+                    answers=v.samples, agreement=v.agreement) for r in records for v in r.unstable()]
+
 
 class Totals(BaseModel):
     """Run totals; the usage is everything the run's engines spent (checklists and evaluations)."""
@@ -152,10 +300,19 @@ class Totals(BaseModel):
     cost_usd: float | None = None
     unpinned_checklists: int = 0
     pinned_checklists_written: int = 0
+    unstable_questions: int = Field(default=0, description="questions whose repeats got both answers")
+    regressions: int = Field(default=0, description="vs the baseline: stable questions answered yes, now no")
+    unstable_flips: int = Field(default=0, description="vs the baseline: unstable questions whose answer flipped")
+    fixes: int = Field(default=0, description="vs the baseline: questions answered no, now yes")
+    new_judge_errors: int = Field(default=0, description="vs the baseline: answers that became judge errors")
+    score_drops: int = Field(default=0, description="vs the baseline: dimension scores down by more than the "
+                                                    "tolerance")
 
     @classmethod
-    def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0) -> Totals:
+    def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0,
+           regressions: RegressionReport | None = None) -> Totals:
         recs = list(records)
+        diff = regressions or RegressionReport(baseline="")
         unpinned = {(r.test, r.task) for r in recs if r.checklist_status in ("unpinned", "stale")}
         return cls(
             evaluations=len(recs),
@@ -171,6 +328,12 @@ class Totals(BaseModel):
             cost_usd=usage.cost_usd,
             unpinned_checklists=len(unpinned),
             pinned_checklists_written=pins_written,
+            unstable_questions=sum(len(r.unstable()) for r in recs),
+            regressions=len(diff.changes("regression")),
+            unstable_flips=len(diff.changes("unstable flip")),
+            fixes=len(diff.changes("fix")),
+            new_judge_errors=len(diff.changes("judge error")),
+            score_drops=len(diff.score_drops()),
         )
 
 
@@ -185,6 +348,8 @@ class ReportSettings(BaseModel):
     timeout: float | None = None
     retries: int | None = None
     judge_prompt: str | None = None
+    repeats: int | None = None
+    gate: Gate | None = None
 
 
 class OptimizeOutcome(BaseModel):
@@ -212,6 +377,9 @@ class ReportDocument(BaseModel):
     totals: Totals = Field(default_factory=lambda: Totals())
     evaluations: list[EvaluationRecord] = Field(default_factory=list)
     optimize: list[OptimizeOutcome] | None = None
+    regressions: RegressionReport | None = Field(default=None, description="this run vs --bineval-baseline")
+    unstable: list[UnstableQuestion] = Field(default_factory=list,
+                                             description="questions whose repeats got both answers")
 
     @classmethod
     def parse(cls, data: Any) -> ReportDocument:

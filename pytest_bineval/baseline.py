@@ -1,0 +1,128 @@
+"""This run against a baseline run (``--bineval-baseline``): a pure function of two lists of records.
+
+Evaluations are matched by :attr:`EvaluationRecord.key` (test id and index of the evaluation in the test),
+questions within a matched pair by id and text: first the same id with the same text, then the same text
+under another id (the checklist was renumbered), then the same id with an edited text. What is left over was
+asked in one run only (the checklist changed) and is listed as added or removed, never compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .models import Verdict
+from .record import (
+    CHANGE_KINDS,
+    ChangeKind,
+    EvaluationDiff,
+    EvaluationRecord,
+    EvaluationRef,
+    QuestionChange,
+    QuestionRef,
+    RegressionReport,
+    ScoreChange,
+)
+
+Pair = tuple[Verdict, Verdict]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def match_questions(before: Sequence[Verdict], after: Sequence[Verdict]) -> tuple[list[Pair], int, int,
+                                                                                   list[Verdict], list[Verdict]]:
+    """(pairs (before, after), matched by text only, matched by id only, added, removed)."""
+    old = list(before)
+    new = list(after)
+    pairs: list[Pair] = []
+    counts = {"text": 0, "id": 0}
+
+    def take(how: str, same: Callable[[Verdict, Verdict], bool]) -> None:
+        nonlocal new
+        left: list[Verdict] = []
+        for a in new:
+            found = next((b for b in old if same(b, a)), None)
+            if found is None:
+                left.append(a)
+                continue
+            old.remove(found)
+            pairs.append((found, a))
+            if how in counts:
+                counts[how] += 1
+        new = left
+
+    take("exact", lambda b, a: b.question_id == a.question_id and _norm(b.question) == _norm(a.question))
+    take("text", lambda b, a: _norm(b.question) == _norm(a.question))
+    take("id", lambda b, a: b.question_id == a.question_id)
+    return pairs, counts["text"], counts["id"], new, old
+
+
+def classify(before: Verdict, after: Verdict) -> ChangeKind | None:
+    """What changed between two answers to one question (None: the same answer)."""
+    if before.answer == after.answer:
+        return None
+    if after.answer == "error":
+        return "judge error"
+    if before.answer == "error":
+        return "recovered"
+    if before.unstable or after.unstable:
+        return "unstable flip"
+    return "regression" if before.answer == "yes" else "fix"
+
+
+def _ref(v: Verdict) -> QuestionRef:
+    return QuestionRef(id=v.question_id, dimension=v.dimension, text=v.question)
+
+
+def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord) -> EvaluationDiff:
+    """One evaluation in the baseline and in this run, question by question and dimension by dimension."""
+    pairs, by_text, by_id, added, removed = match_questions(before.verdicts, after.verdicts)
+    changes: list[QuestionChange] = []
+    unchanged = 0
+    for b, a in pairs:
+        kind = classify(b, a)
+        if kind is None:
+            unchanged += 1
+            continue
+        changes.append(QuestionChange(
+            kind=kind, question_id=a.question_id, dimension=a.dimension, question=a.question,
+            before=b.answer, after=a.answer,
+            explanation=(a.error or "") if a.answer == "error" else a.explanation,
+            baseline_explanation=((b.error or None) if b.answer == "error" else b.explanation) or None,
+            repeats=list(a.repeats), baseline_repeats=list(b.repeats),
+        ))
+    rank = {k: i for i, k in enumerate(CHANGE_KINDS)}
+    changes.sort(key=lambda c: (rank[c.kind], c.dimension, c.question_id))
+    old_dims = {d.name: d for d in before.dimensions}
+    scores = []
+    for d in after.dimensions:
+        prior = old_dims.get(d.name)
+        old_score = prior.score if prior is not None else None
+        delta = None if old_score is None or d.score is None else d.score - old_score
+        scores.append(ScoreChange(name=d.name, before=old_score, after=d.score, delta=delta, threshold=d.threshold))
+    return EvaluationDiff(
+        key=after.key, test=after.test, index=after.index, location=after.location, outcome=after.outcome,
+        baseline_outcome=before.outcome,
+        output_changed=bool(before.output_digest) and before.output_digest != after.output_digest,
+        changes=changes, scores=scores, questions_added=[_ref(v) for v in added],
+        questions_removed=[_ref(v) for v in removed], matched_by_text=by_text, matched_by_id=by_id,
+        unchanged=unchanged,
+    )
+
+
+def _eref(r: EvaluationRecord) -> EvaluationRef:
+    return EvaluationRef(key=r.key, test=r.test, index=r.index, outcome=r.outcome, location=r.location)
+
+
+def diff_runs(before: Sequence[EvaluationRecord], after: Sequence[EvaluationRecord], *, baseline: str = "",
+              tolerance: float = 0.0, created: str = "", generator: str = "") -> RegressionReport:
+    """This run's records (``after``) compared with a baseline's (``before``), sorted by evaluation key."""
+    old = {r.key: r for r in before}
+    new = {r.key: r for r in after}
+    return RegressionReport(
+        baseline=baseline, baseline_created=created, baseline_generator=generator, tolerance=tolerance,
+        compared=[diff_evaluation(old[k], new[k]) for k in sorted(new.keys() & old.keys())],
+        added=[_eref(new[k]) for k in sorted(new.keys() - old.keys())],
+        removed=[_eref(old[k]) for k in sorted(old.keys() - new.keys())],
+    )
