@@ -66,13 +66,20 @@ def failure_message(record: EvaluationRecord) -> str:
     lines = ["bineval: output scored below threshold"]
     for d in record.dimensions:
         mark = "ok" if d.outcome == "passed" else "FAIL"
-        lines.append(f"  {d.name}: {_fmt(d.score)} (threshold {d.threshold:.2f}) {mark}")
+        if record.gate == "lower-bound" or record.repeats > 1:
+            interval = "n/a" if d.low is None or d.high is None else f"[{d.low:.2f}, {d.high:.2f}]"
+            on = f"; lower bound {_fmt(d.low)}" if record.gate == "lower-bound" else ""
+            lines.append(f"  {d.name}: {_fmt(d.score)} over {d.answers} answers, 95% interval {interval}{on} "
+                         f"(threshold {d.threshold:.2f}) {mark}")
+        else:
+            lines.append(f"  {d.name}: {_fmt(d.score)} (threshold {d.threshold:.2f}) {mark}")
     failed = record.failing()
     if failed:
         lines.append(f"failing questions ({len(failed)}):")
         for v in failed:
+            votes = f" ({v.repeats.count('yes')} of {len(v.repeats)} yes)" if v.repeats else ""
             lines.append(f"  [{v.dimension}] {v.question}")
-            lines.append(f"      -> no: {v.explanation or '(no explanation)'}")
+            lines.append(f"      -> no{votes}: {v.explanation or '(no explanation)'}")
     return "\n".join(lines)
 
 

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from .outputs.github import GITHUB_MODES
+from .record import GATES
 from .session import Options
-from .settings import SETTING_SPECS, OptionSpec, Settings, number_in
+from .settings import SETTING_SPECS, OptionSpec, Settings, choice, number_in
 
 
 def parse_threshold(text: str) -> float | dict[str, float]:
@@ -35,6 +37,9 @@ def _flag(text: str) -> bool:
     return text.strip().lower() in ("1", "true", "yes", "on")
 
 
+# A score difference within [0, 1] (--bineval-regression-tolerance).
+parse_tolerance = number_in(float, 0.0, 1.0, range_text="a tolerance is a score difference within [0, 1]")
+
 # What only the plugin does (the engine's settings come first, from SETTING_SPECS).
 PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("threshold", "threshold", "minimum share of yes per dimension: 0.8, or consistency=0.9,fluency=0.6",
@@ -47,6 +52,17 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("optimize", "optimize", "after the run, rewrite each generator prompt file named by "
                "@pytest.mark.bineval(prompt=...) with lessons from its failing questions (one iteration of the "
                "self-update loop)"),
+    OptionSpec("baseline", "baseline", "compare this run with a previous --bineval-report JSON, question by "
+               "question (relative to the rootdir)", str, "PATH", "none"),
+    OptionSpec("fail-on-regression", "fail_on_regression", "fail the session when a question answered yes in the "
+               "baseline is now no, or a dimension score dropped by more than the tolerance (with "
+               "--bineval-baseline)"),
+    OptionSpec("regression-tolerance", "regression_tolerance", "a dimension score drop up to this much is not "
+               "counted against the baseline", parse_tolerance, "D", 0.0),
+    OptionSpec("gate", "gate", "what each threshold is compared with: the score (mean) or the lower end of its 95-percent "
+               "Wilson interval (lower-bound)", choice(GATES), "GATE", "mean"),
+    OptionSpec("github", "github", "GitHub Actions job summary and annotations: auto (when GITHUB_ACTIONS=true), "
+               "on, off", choice(GITHUB_MODES), "MODE", "auto"),
 )
 SPECS: tuple[OptionSpec, ...] = (*SETTING_SPECS, *PLUGIN_SPECS)
 

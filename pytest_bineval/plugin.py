@@ -6,6 +6,7 @@ Loading this module imports neither litellm nor a model: ``pytest --help`` stays
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from .errors import BinevalAssertionError, BinevalError, BinevalJudgeError
 from .markers import MARKER_HELP, MarkerArgs, read_marker
 from .models import Checklist
 from .options import add_options, read_options
+from .outputs.github import GithubEnv, detect
 from .pins import pin_path
 from .record import OptimizeOutcome
 from .session import BinevalService, TestContext, reset_current, set_current
@@ -23,6 +25,8 @@ from .session import BinevalService, TestContext, reset_current, set_current
 SERVICE = pytest.StashKey[BinevalService]()
 CONTEXT = pytest.StashKey[TestContext]()
 OPTIMIZED = pytest.StashKey[list[OptimizeOutcome]]()
+GITHUB = pytest.StashKey[GithubEnv]()
+NOTES = pytest.StashKey[list[str]]()  # problems met after the run, shown in the terminal summary
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,8 +45,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:.*ReadOnly.*qualifier:UserWarning")
     try:
         service = BinevalService.create(read_options(config), config.rootpath)
-    except BinevalError as exc:  # e.g. an unreadable or malformed --bineval-judge-prompt
+        if not _is_worker(config):  # the controller compares the merged records with the baseline
+            service.load_baseline()
+    except BinevalError as exc:  # e.g. an unreadable --bineval-judge-prompt or --bineval-baseline
         raise pytest.UsageError(str(exc)) from None
+    github = None if _is_worker(config) else detect(service.options.github, os.environ)
+    if github is not None:
+        config.stash[GITHUB] = github
     service.on_record = lambda record: config.hook.pytest_bineval_evaluated(config=config, record=record)
     config.stash[SERVICE] = service
     from .outputs import junit
@@ -168,9 +177,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
         optimized = optimize_prompts(service.engine, service.records, config.rootpath)
         config.stash[OPTIMIZED] = optimized
+    regressions = service.compare()
+    if regressions is not None and regressions.failed and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --bineval-fail-on-regression
     if service.options.report:
-        path = Path(service.options.report)
-        service.report_document(optimized).write(path if path.is_absolute() else config.rootpath / path)
+        service.report_document(optimized).write(service.path(service.options.report))
+    github = config.stash.get(GITHUB, None)
+    if github is not None and github.summary_path and (service.records or regressions is not None):
+        from .outputs.github import append_summary, step_summary
+
+        try:
+            append_summary(github.summary_path, step_summary(service.records, service.totals(), regressions))
+        except OSError as exc:
+            config.stash.setdefault(NOTES, []).append(f"bineval: cannot write the GitHub job summary: {exc}")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -184,11 +203,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     service = config.stash.get(SERVICE, None)
     if service is None or _is_worker(config):
         return
-    from .outputs.terminal import optimize_lines, summary_lines
+    from .outputs.terminal import optimize_lines, regression_lines, summary_lines
 
-    if service.records:
+    if service.regressions is not None:
+        terminalreporter.write_sep("=", "bineval regressions")
+        for text, markup in regression_lines(service.regressions):
+            terminalreporter.write_line(text, **markup)
+    if service.records or service.regressions is not None:
         terminalreporter.write_sep("=", "bineval summary")
-        for text, markup in summary_lines(service.records, service.totals()):
+        for text, markup in summary_lines(service.records, service.totals(), service.regressions):
             terminalreporter.write_line(text, **markup)
         if service.options.report:
             terminalreporter.write_line(f"bineval report: {service.options.report}")
@@ -197,3 +220,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         optimized: list[OptimizeOutcome] = config.stash.get(OPTIMIZED, [])
         for text, markup in optimize_lines(optimized):
             terminalreporter.write_line(text, **markup)
+    for note in config.stash.get(NOTES, []):
+        terminalreporter.write_line(note, yellow=True)
+    github = config.stash.get(GITHUB, None)
+    if github is not None:  # workflow commands: GitHub annotates the assert_passes lines
+        from .outputs.github import workflow_commands
+
+        for line in workflow_commands(service.records, service.regressions, rootdir=str(config.rootpath),
+                                      workspace=github.workspace):
+            terminalreporter.write_line(line)

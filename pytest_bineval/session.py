@@ -20,11 +20,14 @@ from .pins import PinFile, pin
 from .record import (
     ChecklistStatus,
     EvaluationRecord,
+    Gate,
     Location,
     OptimizeOutcome,
+    RegressionReport,
     ReportDocument,
     ReportSettings,
     Totals,
+    UnstableQuestion,
 )
 from .settings import Settings
 
@@ -42,6 +45,11 @@ class Options:
     strict: bool = False
     report: str | None = None
     optimize: bool = False
+    baseline: str | None = None
+    fail_on_regression: bool = False
+    regression_tolerance: float = 0.0
+    gate: Gate = "mean"
+    github: str = "auto"  # auto (GITHUB_ACTIONS=true), on, off
 
 
 @dataclass
@@ -88,6 +96,8 @@ class BinevalService:
     pins_written: list[str] = field(default_factory=list)
     on_record: Callable[[EvaluationRecord], object] | None = None
     worker_usage: list[Usage] = field(default_factory=list)
+    baseline: ReportDocument | None = None  # --bineval-baseline, read by load_baseline()
+    regressions: RegressionReport | None = None  # this run vs the baseline, made by compare()
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
 
     @classmethod
@@ -107,6 +117,29 @@ class BinevalService:
         except UsageError as exc:  # the only file the engine reads up front
             raise UsageError(f"--bineval-judge-prompt: {exc}") from None
         return cls(options=options, engine=engine, rootpath=rootpath)
+
+    def path(self, name: str) -> Path:
+        """A path given in an option: relative to the rootdir unless absolute."""
+        path = Path(os.path.expanduser(name))
+        return path if path.is_absolute() else self.rootpath / path
+
+    def load_baseline(self) -> None:
+        """Read ``--bineval-baseline`` (UsageError naming the file when it cannot be read)."""
+        if self.options.baseline:
+            self.baseline = ReportDocument.load(self.path(self.options.baseline))
+
+    def compare(self) -> RegressionReport | None:
+        """This run's records against the baseline's; ``failed`` when --bineval-fail-on-regression applies."""
+        from .baseline import diff_runs
+
+        if self.baseline is None or not self.options.baseline:
+            return None
+        report = diff_runs(self.baseline.evaluations, self.records, baseline=self.options.baseline,
+                           tolerance=self.options.regression_tolerance, created=self.baseline.created,
+                           generator=self.baseline.generator)
+        report.failed = self.options.fail_on_regression and report.fail_reason() is not None
+        self.regressions = report
+        return report
 
     # -- public fixture API ------------------------------------------------------------------------------
     def checklist(self, task: str, dimensions: DimensionsArg = None) -> Checklist:
@@ -155,7 +188,7 @@ class BinevalService:
             test=ctx.nodeid, index=len(ctx.records), evaluation=evaluation, thresholds=thresholds,
             questions=checklist.questions, checklist_status=status, checklist_model=checklist.model,
             prompt_version=checklist.prompt_version, output=output, source=source, prompt=ctx.marker.prompt,
-            location=location,
+            location=location, gate=self.options.gate,
         )
         ctx.records.append(rec)
         self.records.append(rec)
@@ -169,15 +202,18 @@ class BinevalService:
         return Usage.total([self.engine.usage, *self.worker_usage])
 
     def totals(self) -> Totals:
-        return Totals.of(self.records, self.usage(), pins_written=len(set(self.pins_written)))
+        return Totals.of(self.records, self.usage(), pins_written=len(set(self.pins_written)),
+                         regressions=self.regressions)
 
     def report_document(self, optimized: list[OptimizeOutcome] | None = None) -> ReportDocument:
         s = self.engine.settings
         settings = ReportSettings(model=s.judge_model, checklist_model=s.generator_model, cache=s.cache,
                                   temperature=s.temperature, concurrency=s.concurrency, timeout=s.timeout,
-                                  retries=s.retries, judge_prompt=self.options.settings.judge_prompt)
+                                  retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
+                                  repeats=s.repeats, gate=self.options.gate)
         return ReportDocument(settings=settings, totals=self.totals(), evaluations=list(self.records),
-                              optimize=optimized)
+                              optimize=optimized, regressions=self.regressions,
+                              unstable=UnstableQuestion.of(self.records))
 
     # -- pytest-xdist: a worker's payload, merged by the controller ------------------------------------------
     def worker_payload(self) -> str:

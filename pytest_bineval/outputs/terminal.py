@@ -8,7 +8,8 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-from ..record import EvaluationRecord, OptimizeOutcome, Totals
+from ..models import Verdict
+from ..record import CHANGE_KINDS, DimensionResult, EvaluationRecord, OptimizeOutcome, RegressionReport, Totals
 
 Line = tuple[str, dict[str, bool]]
 
@@ -17,14 +18,33 @@ def _fmt(score: float | None) -> str:
     return "n/a" if score is None else f"{score:.2f}"
 
 
+def interval(d: DimensionResult) -> str:
+    """``[0.30, 0.90]``: the score's 95% Wilson interval."""
+    return "[n/a]" if d.low is None or d.high is None else f"[{d.low:.2f}, {d.high:.2f}]"
+
+
 def score_line(rec: EvaluationRecord) -> str:
-    """``consistency 0.43 < 0.80, fluency 1.00 >= 0.70`` (``error`` when a question got no answer)."""
+    """``consistency 0.43 < 0.80, fluency 1.00 >= 0.70`` (``error`` when a question got no answer); with repeats
+    or the lower-bound gate, each score's 95% interval and what the threshold was compared with."""
     parts = []
     for d in rec.dimensions:
         op = ">=" if d.outcome == "passed" else "<"
         note = " (judge error)" if d.outcome == "error" else ""
-        parts.append(f"{d.name} {_fmt(d.score)} {op} {d.threshold:.2f}{note}")
+        if rec.gate == "lower-bound":
+            parts.append(f"{d.name} {_fmt(d.score)} {interval(d)} lower bound {_fmt(d.low)} {op} {d.threshold:.2f}"
+                         f"{note}")
+        elif rec.repeats > 1:
+            parts.append(f"{d.name} {_fmt(d.score)} {interval(d)} {op} {d.threshold:.2f}{note}")
+        else:
+            parts.append(f"{d.name} {_fmt(d.score)} {op} {d.threshold:.2f}{note}")
     return ", ".join(parts)
+
+
+def answer_text(v: Verdict) -> str:
+    """``no``, or with repeats ``no (1 of 3 yes)``."""
+    if not v.repeats:
+        return v.answer
+    return f"{v.answer} ({v.repeats.count('yes')} of {len(v.repeats)} yes)"
 
 
 def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, width: int = 100) -> str:
@@ -48,12 +68,14 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
         styles = {"yes": "green", "no": "red", "error": "bold magenta"}
         for v in rec.checked():
             why = v.error if v.answer == "error" else v.explanation
-            table.add_row(Text(v.dimension), Text(v.question), Text(v.answer, style=styles[v.answer]), Text(why or ""))
+            table.add_row(Text(v.dimension), Text(v.question), Text(answer_text(v), style=styles[v.answer]),
+                          Text(why or ""))
         console.print(table)
     return buf.getvalue().rstrip("\n")
 
 
-def summary_lines(records: Sequence[EvaluationRecord], tot: Totals) -> list[Line]:
+def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
+                  regressions: RegressionReport | None = None) -> list[Line]:
     """(text, markup) lines of the end-of-run summary."""
     lines: list[Line] = []
     for rec in records:
@@ -68,6 +90,12 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals) -> list[Line
                 elif v.answer == "error":
                     lines.append((f"    [{v.dimension}] {v.question}", {}))
                     lines.append((f"        -> judge error: {v.error}", {"red": True}))
+    unstable = [(rec, v) for rec in records for v in rec.unstable()]
+    if unstable:
+        lines.append((f"unstable questions ({len(unstable)}): the repeats of the judge gave both answers",
+                      {"yellow": True}))
+        for rec, v in unstable:
+            lines.append((f"    {rec.key} [{v.dimension}] {v.question}: {answer_text(v)}", {}))
     cost = "unknown" if tot.cost_usd is None else f"${tot.cost_usd:.4f}"
     lines.append((
         f"evaluations: {tot.evaluations} ({tot.passed} passed, {tot.failed} below threshold, "
@@ -83,6 +111,91 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals) -> list[Line
         ))
     if tot.pinned_checklists_written:
         lines.append((f"pinned checklists written: {tot.pinned_checklists_written}", {"yellow": True}))
+    if regressions is not None:
+        lines.append((f"vs baseline {regressions.baseline}: {counts_text(regressions, tot)}",
+                      {"bold": True, "red": True} if tot.regressions or tot.score_drops else {"bold": True}))
+        reason = regressions.fail_reason()
+        if regressions.failed and reason:
+            lines.append((f"bineval: session failed: {reason}", {"red": True, "bold": True}))
+    return lines
+
+
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else plural or word + 's'}"
+
+
+def counts_text(r: RegressionReport, tot: Totals) -> str:
+    """``2 regressions, 1 unstable flip, 1 fix, 0 new judge errors, 1 score drop beyond tolerance 0.00, ...``"""
+    return (f"{_n(tot.regressions, 'regression')}, {_n(tot.unstable_flips, 'unstable flip')}, "
+            f"{_n(tot.fixes, 'fix', 'fixes')}, {_n(tot.new_judge_errors, 'new judge error')}, "
+            f"{_n(tot.score_drops, 'score drop')} beyond tolerance {r.tolerance:.2f}; "
+            f"{_n(len(r.compared), 'evaluation')} compared, {len(r.added)} added, {len(r.removed)} removed")
+
+
+def _indented(text: str) -> str:
+    """A multi-line text under an indented label: its later lines indented too."""
+    return "\n        ".join(text.splitlines() or [""])
+
+
+def _change_lines(r: RegressionReport) -> list[Line]:
+    lines: list[Line] = []
+    styles: dict[str, dict[str, bool]] = {
+        "regression": {"red": True, "bold": True}, "unstable flip": {"yellow": True, "bold": True},
+        "judge error": {"red": True, "bold": True}, "fix": {"green": True, "bold": True}, "recovered": {"green": True},
+    }
+    for kind in CHANGE_KINDS:
+        for d, c in r.changes(kind):
+            output = "output changed" if d.output_changed else "same output"
+            head = f"{kind.upper()} {d.key} [{c.dimension}] {c.question}: {c.before} -> {c.after} ({output})"
+            lines.append((head, styles[kind]))
+            if c.repeats or c.baseline_repeats:
+                now = " ".join(c.repeats) or c.after
+                was = " ".join(c.baseline_repeats) or c.before
+                lines.append((f"    answers now: {now}; in the baseline: {was}", {}))
+            if c.after == "error":
+                lines.append((f"    cause: {_indented(c.explanation or '(unknown)')}", {}))
+            else:
+                lines.append((f"    now: {_indented(c.explanation or '(no explanation)')}", {}))
+            if c.baseline_explanation:
+                lines.append((f"    was: {_indented(c.baseline_explanation)}", {}))
+    return lines
+
+
+def regression_lines(r: RegressionReport) -> list[Line]:
+    """(text, markup) lines of the ``bineval regressions`` section: regressions first, each with this run's
+    explanation and the baseline's when it has one; then fixes, score changes, checklist and test changes."""
+    origin = ", ".join(x for x in (r.baseline_created, r.baseline_generator) if x)
+    lines: list[Line] = [(f"baseline: {r.baseline}" + (f" ({origin})" if origin else ""), {})]
+    lines += _change_lines(r)
+    drops = {(d.key, s.name) for d, s in r.score_drops()}
+    for d in r.compared:
+        for s in d.scores:
+            if s.delta is None or abs(s.delta) < 1e-9:
+                continue
+            if (d.key, s.name) in drops:
+                lines.append((f"SCORE DROP {d.key}: {s.name} {_fmt(s.before)} -> {_fmt(s.after)} ({s.delta:+.2f}, "
+                              f"tolerance {r.tolerance:.2f})", {"red": True, "bold": True}))
+            else:
+                lines.append((f"score change {d.key}: {s.name} {_fmt(s.before)} -> {_fmt(s.after)} "
+                              f"({s.delta:+.2f})", {}))
+    for d in r.compared:
+        for label, refs in (("QUESTIONS ADDED", d.questions_added), ("QUESTIONS REMOVED", d.questions_removed)):
+            if refs:
+                lines.append((f"{label} {d.key} ({len(refs)}):", {"yellow": True}))
+                lines += [(f"    [{q.dimension}] {q.id}: {q.text}", {}) for q in refs]
+    for e in r.added:
+        lines.append((f"TEST ADDED {e.key} ({e.outcome})", {"yellow": True}))
+    for e in r.removed:
+        lines.append((f"TEST REMOVED {e.key} (was {e.outcome} in the baseline)", {"yellow": True}))
+    by_text = sum(d.matched_by_text for d in r.compared)
+    by_id = sum(d.matched_by_id for d in r.compared)
+    unmatched = r.questions_unmatched()
+    if by_text or by_id or unmatched:
+        lines.append((f"questions matched by text (id changed): {by_text}, by id (text edited): {by_id}, "
+                      f"not matched (asked in one run only): {unmatched}", {}))
+    changed = sum(d.output_changed for d in r.compared)
+    lines.append((f"outputs: {changed} changed, {len(r.compared) - changed} unchanged and judged again, of "
+                  f"{_n(len(r.compared), 'compared evaluation')}", {}))
     return lines
 
 

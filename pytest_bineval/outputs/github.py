@@ -1,0 +1,225 @@
+"""GitHub Actions output, pure functions of records: the markdown job summary (appended to
+``$GITHUB_STEP_SUMMARY``) and workflow commands (``::error file=...,line=...,title=...::message``) that
+annotate the ``assert_passes`` line of each failing assertion, and each regression whose assertion passed.
+
+Everything a model wrote or the test suite named (questions, explanations, test ids) is escaped: in the
+summary it cannot add markdown or HTML, in a workflow command it cannot end the command or start another.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..record import EvaluationDiff, EvaluationRecord, Location, RegressionReport, Totals
+from .terminal import score_line
+
+GITHUB_MODES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class GithubEnv:
+    """What a GitHub Actions job tells its steps: where the job summary goes, where the checkout is."""
+
+    summary_path: str | None = None
+    workspace: str | None = None
+
+
+def detect(mode: str, environ: Mapping[str, str]) -> GithubEnv | None:
+    """``--bineval-github``: ``auto`` is on when ``GITHUB_ACTIONS=true``; None when off."""
+    if mode == "off" or (mode == "auto" and environ.get("GITHUB_ACTIONS") != "true"):
+        return None
+    return GithubEnv(environ.get("GITHUB_STEP_SUMMARY") or None, environ.get("GITHUB_WORKSPACE") or None)
+
+
+# -- workflow commands ---------------------------------------------------------------------------------------
+def escape_data(text: str) -> str:
+    """The message of a workflow command: ``%``, CR and LF encoded (GitHub's toolkit ``escapeData``)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A property value (``file=``, ``title=``): also ``:`` and ``,`` (GitHub's toolkit ``escapeProperty``)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(name: str, message: str, **properties: str | int | None) -> str:
+    """``::name k=v,k=v::message`` with every part escaped; properties that are None are left out."""
+    props = ",".join(f"{k}={escape_property(str(v))}" for k, v in properties.items() if v is not None)
+    return f"::{name}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+def repo_path(file: str, rootdir: str, workspace: str | None) -> str:
+    """``file`` (relative to the pytest rootdir) relative to the repository checkout (``GITHUB_WORKSPACE``),
+    POSIX style; unchanged when there is no workspace or the file is outside it."""
+    if not workspace:
+        return file
+    full = os.path.normpath(os.path.join(rootdir, file))
+    rel = os.path.relpath(full, os.path.normpath(workspace))
+    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
+        return file
+    return rel.replace(os.sep, "/")
+
+
+def _where(location: Location | None, rootdir: str, workspace: str | None) -> dict[str, str | int | None]:
+    if location is None:
+        return {}
+    return {"file": repo_path(location.file, rootdir, workspace), "line": location.line}
+
+
+def workflow_commands(records: Sequence[EvaluationRecord], regressions: RegressionReport | None, *, rootdir: str,
+                workspace: str | None) -> list[str]:
+    """``::error`` at each failing assertion (below threshold or judge error), ``::warning`` for each regression
+    (vs the baseline) of an assertion that passed, and one ``::error`` when the regressions fail the session."""
+    out: list[str] = []
+    for rec in records:
+        if rec.outcome == "passed":
+            continue
+        lines = [score_line(rec)]
+        if rec.outcome == "error":
+            title = f"bineval: judge error in {rec.key}"
+            lines += [f"[{v.dimension}] {v.question} -> judge error: {v.error}" for v in rec.errors()]
+        else:
+            title = f"bineval: {rec.key} below threshold"
+            lines += [f"[{v.dimension}] {v.question} -> no: {v.explanation or '(no explanation)'}"
+                      for v in rec.failing()]
+        out.append(command("error", "\n".join(lines), **_where(rec.location, rootdir, workspace), title=title))
+    if regressions is not None:
+        for d, c in regressions.changes("regression"):
+            if d.outcome != "passed":
+                continue  # its failing assertion has an error annotation already
+            message = f"[{c.dimension}] {c.question}: yes -> no\nnow: {c.explanation or '(no explanation)'}"
+            if c.baseline_explanation:
+                message += f"\nwas: {c.baseline_explanation}"
+            out.append(command("warning", message, **_where(d.location, rootdir, workspace),
+                               title=f"bineval regression in {d.key}"))
+        reason = regressions.fail_reason()
+        if regressions.failed and reason:
+            out.append(command("error", reason, title="bineval: regressions against the baseline"))
+    return out
+
+
+# -- the job summary ---------------------------------------------------------------------------------------
+_MD_SPECIAL = "\\`*_[]|~<>&#!"
+_HTML = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def md(text: str) -> str:
+    """Text shown as itself in GitHub markdown, on one line (no markdown, no HTML, no table break)."""
+    out = []
+    for ch in " ".join(str(text).split()):
+        if ch in _HTML:
+            out.append(_HTML[ch])
+        elif ch in _MD_SPECIAL:
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _fmt(score: float | None) -> str:
+    return "n/a" if score is None else f"{score:.2f}"
+
+
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else plural or word + 's'}"
+
+
+def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]:
+    state = {"passed": "passed", "failed": "below threshold", "error": "judge error"}[rec.outcome]
+    out = [f"### {md(rec.key)}: {state}", ""]
+    gate = "lower bound" if rec.gate == "lower-bound" else "score"
+    out += [f"| dimension | score | 95% interval | threshold (on the {gate}) | baseline | result |",
+            "|---|---:|---:|---:|---:|---|"]
+    before = {s.name: s for s in diff.scores} if diff is not None else {}
+    for d in rec.dimensions:
+        iv = "n/a" if d.low is None or d.high is None else f"{d.low:.2f}-{d.high:.2f}"
+        prior = before.get(d.name)
+        base = "" if prior is None else _fmt(prior.before)
+        if prior is not None and prior.delta is not None and abs(prior.delta) > 1e-9:
+            base += f" ({prior.delta:+.2f})"
+        result = {"passed": "pass", "failed": "**fail**", "error": "**judge error**"}[d.outcome]
+        out.append(f"| {md(d.name)} | {_fmt(d.score)} | {iv} | {d.threshold:.2f} | {base} | {result} |")
+    out.append("")
+    failing = rec.failing() + rec.errors()
+    if failing:
+        out.append("Failing questions:")
+        out.append("")
+        for v in failing:
+            why = f"judge error: {v.error}" if v.answer == "error" else f"no: {v.explanation or '(no explanation)'}"
+            out.append(f"- \\[{md(v.dimension)}\\] {md(v.question)} → {md(why)}")
+        out.append("")
+    if diff is not None and diff.changes:
+        out.append("Changes against the baseline:")
+        out.append("")
+        for c in diff.changes:
+            line = f"- **{c.kind}** \\[{md(c.dimension)}\\] {md(c.question)}: {c.before} → {c.after}"
+            line += f"; now: {md(c.explanation or '(no explanation)')}"
+            if c.baseline_explanation:
+                line += f"; was: {md(c.baseline_explanation)}"
+            out.append(line)
+        out.append("")
+    if diff is not None and (diff.questions_added or diff.questions_removed):
+        out.append(f"Checklist changed: {len(diff.questions_added)} question(s) added, "
+                   f"{len(diff.questions_removed)} removed.")
+        out.append("")
+    return out
+
+
+def step_summary(records: Sequence[EvaluationRecord], totals: Totals,
+                 regressions: RegressionReport | None = None) -> str:
+    """The markdown job summary: a headline, each failing or regressed evaluation (scores vs thresholds,
+    failing questions with explanations, changes against the baseline), the run's totals."""
+    diffs = {d.key: d for d in regressions.compared} if regressions is not None else {}
+    drops = {d.key for d, _ in regressions.score_drops()} if regressions is not None else set()
+    noteworthy = ("regression", "unstable flip", "judge error")
+    shown = [r for r in records
+             if r.outcome != "passed" or r.key in drops
+             or any(c.kind in noteworthy for c in (diffs[r.key].changes if r.key in diffs else []))]
+    out = ["## bineval", ""]
+    out.append(f"**{_n(totals.evaluations, 'evaluation')}**: {totals.passed} passed, {totals.failed} below "
+               f"threshold, {_n(totals.errors, 'judge error')}.")
+    if regressions is not None:
+        out.append("")
+        out.append(f"Against the baseline `{md(regressions.baseline)}`: {_n(totals.regressions, 'regression')}, "
+                   f"{_n(totals.unstable_flips, 'unstable flip')}, {_n(totals.fixes, 'fix', 'fixes')}, "
+                   f"{_n(totals.new_judge_errors, 'new judge error')}, {_n(totals.score_drops, 'score drop')} "
+                   f"beyond tolerance {regressions.tolerance:.2f}; {len(regressions.added)} added, "
+                   f"{len(regressions.removed)} removed.")
+        reason = regressions.fail_reason()
+        if regressions.failed and reason:
+            out += ["", f"**Session failed**: {md(reason)}"]
+    out.append("")
+    for rec in sorted(shown, key=lambda r: r.key):
+        out += _test_block(rec, diffs.get(rec.key))
+    if regressions is not None and (regressions.added or regressions.removed):
+        out.append("Tests added: " + (", ".join(md(e.key) for e in regressions.added) or "none") + ".  ")
+        out.append("Tests removed: " + (", ".join(md(e.key) for e in regressions.removed) or "none") + ".")
+        out.append("")
+    unstable = [(r, v) for r in records for v in r.unstable()]
+    if unstable:
+        out.append(f"Unstable questions (the judge's repeats gave both answers): {len(unstable)}")
+        out.append("")
+        out += [f"- {md(r.key)} \\[{md(v.dimension)}\\] {md(v.question)}: {v.repeats.count('yes')} of "
+                f"{len(v.repeats)} yes" for r, v in unstable]
+        out.append("")
+    cost = "unknown" if totals.cost_usd is None else f"${totals.cost_usd:.4f}"
+    out += [
+        "### Totals",
+        "",
+        "| evaluations | questions | LLM calls | cache hits | tokens (prompt + completion) | cost | judge errors "
+        "| unpinned checklists |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {totals.evaluations} | {totals.questions} | {totals.llm_calls} | {totals.cache_hits} | "
+        f"{totals.prompt_tokens} + {totals.completion_tokens} | {cost} | {totals.judge_errors} | "
+        f"{totals.unpinned_checklists} |",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def append_summary(path: str, text: str) -> None:
+    """Append to the job summary file (other steps and tools append to it too)."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(text if text.endswith("\n") else text + "\n")

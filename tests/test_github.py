@@ -1,0 +1,53 @@
+"""GitHub Actions output as pure functions: detection, workflow-command escaping, repository paths, markdown."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_bineval.outputs.github import GithubEnv, command, detect, escape_data, escape_property, md, repo_path
+
+
+@pytest.mark.parametrize(("mode", "env", "expected"), [
+    ("auto", {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": "/s.md", "GITHUB_WORKSPACE": "/w"},
+     GithubEnv("/s.md", "/w")),
+    ("auto", {"GITHUB_ACTIONS": "false", "GITHUB_STEP_SUMMARY": "/s.md"}, None),
+    ("auto", {}, None),
+    ("on", {}, GithubEnv(None, None)),
+    ("off", {"GITHUB_ACTIONS": "true"}, None),
+])
+def test_detect(mode: str, env: dict[str, str], expected: GithubEnv | None) -> None:
+    assert detect(mode, env) == expected
+
+
+def test_workflow_command_escaping_follows_the_actions_toolkit() -> None:
+    # data: % first (so that the escapes themselves are not escaped again), then CR and LF
+    assert escape_data("100%\r\nnext: a, b") == "100%25%0D%0Anext: a, b"
+    # properties: also the separators of the property list
+    assert escape_property("a:b,c%d\n") == "a%3Ab%2Cc%25d%0A"
+    assert command("error", "line 1\nline 2 ::warning::x", file="dir,x/t.py", line=7, title="t::a") == (
+        "::error file=dir%2Cx/t.py,line=7,title=t%3A%3Aa::line 1%0Aline 2 ::warning::x")
+    assert command("warning", "m", file=None, line=None, title="t") == "::warning title=t::m"
+    assert command("error", "m") == "::error::m"
+
+
+def test_a_message_cannot_start_a_command_of_its_own() -> None:
+    line = command("warning", "ok\n::error file=x::injected\r\n::stop-commands::t")
+    # one line: GitHub reads commands only at the start of a line, so the rest is the warning's text
+    assert line == "::warning::ok%0A::error file=x::injected%0D%0A::stop-commands::t"
+
+
+@pytest.mark.parametrize(("file", "rootdir", "workspace", "expected"), [
+    ("tests/test_x.py", "/repo/example_project", "/repo", "example_project/tests/test_x.py"),
+    ("tests/test_x.py", "/repo", "/repo/", "tests/test_x.py"),
+    ("tests/test_x.py", "/repo", None, "tests/test_x.py"),
+    ("tests/test_x.py", "/elsewhere", "/repo", "tests/test_x.py"),  # outside the checkout: as pytest names it
+    ("../lib/test_y.py", "/repo/app", "/repo", "lib/test_y.py"),
+])
+def test_repo_path(file: str, rootdir: str, workspace: str | None, expected: str) -> None:
+    assert repo_path(file, rootdir, workspace) == expected
+
+
+def test_markdown_text_stays_text() -> None:
+    assert md("a | b\n<script>x</script> *bold* [link](http://x) `code` _i_ # h") == (
+        "a \\| b &lt;script&gt;x&lt;/script&gt; \\*bold\\* \\[link\\](http://x) \\`code\\` \\_i\\_ \\# h")
+    assert md("AT&T ~x~ !img") == "AT&amp;T \\~x\\~ \\!img"
