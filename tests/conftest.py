@@ -23,6 +23,13 @@ def fake() -> ScriptedModel:
     return ScriptedModel(provider=f"fake{next(_provider_ids)}").register()
 
 
+@pytest.fixture(autouse=True)
+def _not_in_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of the plugin inside these tests must not annotate or summarize this suite's own CI job."""
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def cache_dir(tmp_path: Path) -> Path:
     """A private cache directory (never the default ``.bineval_cache`` of the working directory)."""

@@ -64,12 +64,6 @@ def _litellm_imported_once() -> None:
     import_litellm()
 
 
-@pytest.fixture(autouse=True)
-def _no_github(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def project(pytester: pytest.Pytester, answers: dict[str, Any]) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makeini(INI)
