@@ -51,3 +51,27 @@ def test_markdown_text_stays_text() -> None:
     assert md("a | b\n<script>x</script> *bold* [link](http://x) `code` _i_ # h") == (
         "a \\| b &lt;script&gt;x&lt;/script&gt; \\*bold\\* \\[link\\](http://x) \\`code\\` \\_i\\_ \\# h")
     assert md("AT&T ~x~ !img") == "AT&amp;T \\~x\\~ \\!img"
+
+
+def test_example_workflow_saves_the_baseline_on_main_and_compares_pull_requests() -> None:
+    """The example project's CI loop: main saves its report under a key a pull request's restore matches."""
+    from pathlib import Path
+
+    yaml = pytest.importorskip("yaml")  # installed with litellm
+    path = Path(__file__).parent.parent / "example_project" / ".github" / "workflows" / "llm-tests.yml"
+    steps = {s.get("name"): s for s in yaml.safe_load(path.read_text())["jobs"]["llm-tests"]["steps"]}
+    restore = steps["Restore the baseline report of main"]
+    save = steps["Save the baseline report"]
+    keep = steps["Keep the report as the baseline of pull requests"]
+    run = steps["Run the LLM tests"]["run"]
+    assert "pull_request" in restore["if"] and "refs/heads/main" in save["if"] and "refs/heads/main" in keep["if"]
+    assert restore["with"]["path"] == save["with"]["path"] == "example_project/bineval-baseline.json"
+    prefix = restore["with"]["restore-keys"].strip()
+    assert save["with"]["key"].startswith(prefix) and restore["with"]["key"].startswith(prefix)
+    assert "cp bineval-report.json bineval-baseline.json" in keep["run"]
+    assert "--bineval-report bineval-report.json" in run
+    assert "--bineval-baseline bineval-baseline.json --bineval-fail-on-regression" in run
+    assert "'read-only'" in steps["Run the LLM tests"]["env"]["BINEVAL_CACHE_MODE"]  # forks: read-only cache
+    order = list(steps)
+    assert order.index("Restore the baseline report of main") < order.index("Run the LLM tests") < order.index(
+        "Keep the report as the baseline of pull requests") < order.index("Save the baseline report")

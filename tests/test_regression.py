@@ -447,3 +447,81 @@ def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pyte
         "vs baseline base.json: 1 regression, 1 unstable flip, 0 fixes, *",
         "bineval: session failed: 1 regression vs baseline base.json (--bineval-fail-on-regression)",
     ])
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The real embedded judge: a baseline run, then a run where one of two outputs changed.
+REAL_CHECKLIST = {
+    "task": "Summarize the article in one sentence.",
+    "dimensions": {"consistency": "The summary states only facts from the article."},
+    "requirements": ["The summary states only facts from the article."],
+    "questions": [
+        {"id": "consistency-1", "dimension": "consistency", "text": "Does the summary name the city mentioned in "
+         "the article?", "no_example": "", "requirement": ""},
+        {"id": "consistency-2", "dimension": "consistency", "text": "Is every number in the summary also in the "
+         "article?", "no_example": "", "requirement": ""},
+        {"id": "consistency-3", "dimension": "consistency", "text": "Does the summary say when the bridge "
+         "opened?", "no_example": "", "requirement": ""},
+    ],
+    "model": "hand-written",
+    "prompt_version": "1",
+}
+REAL_SUITE = '''
+import pathlib
+import pytest
+from pytest_bineval import assert_passes
+
+ARTICLE = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
+
+@pytest.mark.bineval(task="Summarize the article in one sentence.",
+                     dimensions=[{"consistency": "The summary states only facts from the article."}])
+def test_real_diff():
+    changing = (pathlib.Path(__file__).parent / "output.txt").read_text()
+    assert_passes(changing, source=ARTICLE, threshold=0.0)
+    assert_passes("Lyon opened a 40 million euro bridge on Monday.", source=ARTICLE, threshold=0.0)
+'''
+
+
+@pytest.mark.local_model
+def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    from pytest_bineval.baseline import classify
+
+    pin = pytester.path / "__bineval__" / "test_real" / "test_real_diff.json"
+    pin.parent.mkdir(parents=True)
+    pin.write_text(json.dumps({"format": 1, "checklists": [REAL_CHECKLIST]}))
+    pytester.makepyfile(test_real=REAL_SUITE)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    output = pytester.path / "output.txt"
+    cache = f"--bineval-cache-dir={tmp_path / 'cache'}"
+    output.write_text("Lyon opened a 40 million euro bridge on Monday.")
+    first = pytester.runpytest_subprocess("--bineval-strict", "--bineval-report=base.json", cache, timeout=900)
+    first.assert_outcomes(passed=1)
+    output.write_text("Paris closed an old tunnel in 1990 after a fire that cost 3 euros.")
+    second = pytester.runpytest_subprocess("--color=no", "--bineval-strict", "--bineval-baseline=base.json",
+                                           "--bineval-report=now.json", cache, timeout=900)
+    second.assert_outcomes(passed=1)
+    base = ReportDocument.load(pytester.path / "base.json")
+    now = ReportDocument.load(pytester.path / "now.json")
+    report = now.regressions
+    assert report is not None and report.baseline == "base.json"
+    assert [d.key for d in report.compared] == ["test_real.py::test_real_diff", "test_real.py::test_real_diff #1"]
+    changed, same = report.compared
+    assert changed.output_changed and not same.output_changed
+    assert same.changes == [] and same.unchanged == 3  # same output, same (greedy, cached) answers
+    assert now.evaluations[1].usage.llm_calls == 0  # judged again from the cache
+    # every change is what the two reports' verdicts say it is, and the section prints each one
+    before = {v.question_id: v for v in base.evaluations[0].verdicts}
+    after = {v.question_id: v for v in now.evaluations[0].verdicts}
+    assert all(v.answer in ("yes", "no") for v in [*before.values(), *after.values()])
+    expected = {q: classify(before[q], after[q]) for q in after if classify(before[q], after[q])}
+    assert {c.question_id: c.kind for c in changed.changes} == expected
+    assert changed.unchanged == 3 - len(expected)
+    for c in changed.changes:
+        second.stdout.fnmatch_lines([f"{c.kind.upper()} test_real.py::test_real_diff [[]consistency[]] "
+                                     f"{c.question}: {c.before} -> {c.after} (output changed)"])
+    delta = changed.scores[0].delta
+    assert delta == pytest.approx((now.evaluations[0].dimensions[0].score or 0)
+                                  - (base.evaluations[0].dimensions[0].score or 0))
+    second.stdout.fnmatch_lines(["*= bineval regressions =*",
+                                 "outputs: 1 changed, 1 unchanged and judged again, of 2 compared evaluations",
+                                 f"vs baseline base.json: {now.totals.regressions} regression*"])
