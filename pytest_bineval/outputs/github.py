@@ -144,7 +144,7 @@ def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]
     out.append("")
     failing = rec.failing() + rec.errors()
     if failing:
-        out.append("Failing questions:")
+        out.append("Failing questions:" if rec.outcome != "passed" else "Questions answered no:")
         out.append("")
         for v in failing:
             why = f"judge error: {v.error}" if v.answer == "error" else f"no: {v.explanation or '(no explanation)'}"
