@@ -59,8 +59,8 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                "--bineval-baseline)"),
     OptionSpec("regression-tolerance", "regression_tolerance", "a dimension score drop up to this much is not "
                "counted against the baseline", parse_tolerance, "D", 0.0),
-    OptionSpec("gate", "gate", "what each threshold is compared with: the score (mean) or the lower end of its 95-percent "
-               "Wilson interval (lower-bound)", choice(GATES), "GATE", "mean"),
+    OptionSpec("gate", "gate", "what each threshold is compared with: the score (mean) or the lower end of its "
+               "95-percent Wilson interval (lower-bound)", choice(GATES), "GATE", "mean"),
     OptionSpec("github", "github", "GitHub Actions job summary and annotations: auto (when GITHUB_ACTIONS=true), "
                "on, off", choice(GITHUB_MODES), "MODE", "auto"),
 )

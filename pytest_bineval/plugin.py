@@ -220,7 +220,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         optimized: list[OptimizeOutcome] = config.stash.get(OPTIMIZED, [])
         for text, markup in optimize_lines(optimized):
             terminalreporter.write_line(text, **markup)
-    for note in config.stash.get(NOTES, []):
+    notes: list[str] = [*config.stash.get(NOTES, [])]
+    if service.options.fail_on_regression and not service.options.baseline:
+        notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")
+    for note in notes:
         terminalreporter.write_line(note, yellow=True)
     github = config.stash.get(GITHUB, None)
     if github is not None:  # workflow commands: GitHub annotates the assert_passes lines

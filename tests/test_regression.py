@@ -525,3 +525,44 @@ def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester
     second.stdout.fnmatch_lines(["*= bineval regressions =*",
                                  "outputs: 1 changed, 1 unchanged and judged again, of 2 compared evaluations",
                                  f"vs baseline base.json: {now.totals.regressions} regression*"])
+
+
+@pytest.mark.local_model
+def test_repeats_on_the_real_embedded_model(tmp_path: Path) -> None:
+    """The embedded model is asked each question once per repeat (cached apart); greedy decoding agrees with
+    itself, so nothing is unstable; repeat 0 is the single run's cache entry."""
+    from pytest_bineval import DEFAULT_MODEL, Checklist, Engine, Settings
+
+    checklist = Checklist.model_validate(REAL_CHECKLIST)
+    article = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
+    summary = "Lyon opened a 40 million euro bridge on Monday."
+    cache = str(tmp_path / "cache")
+    repeated = Engine(Settings(model=DEFAULT_MODEL, cache_dir=cache, repeats=2))
+    try:
+        ev = repeated.evaluate(summary, checklist, article)
+    finally:
+        repeated.close()
+    assert ev.usage.llm_calls == 6 and ev.usage.cache_hits == 0  # 3 questions x 2 repeats, each its own entry
+    assert all(len(v.repeats) == 2 and v.repeats[0] == v.repeats[1] == v.answer for v in ev.verdicts)
+    assert all(v.agreement == 1.0 and not v.unstable for v in ev.verdicts)
+    rec = EvaluationRecord.build(test="t", evaluation=ev, thresholds={"consistency": 0.0}, questions=[],
+                                 checklist_status="explicit", gate="lower-bound")
+    (dim,) = rec.dimensions
+    assert dim.answers == 6 and dim.low is not None and dim.low <= (dim.score or 0) <= (dim.high or 1)
+    once = Engine(Settings(model=DEFAULT_MODEL, cache_dir=cache))
+    try:
+        single = once.evaluate(summary, checklist, article)
+    finally:
+        once.close()
+    assert single.usage.llm_calls == 0 and single.usage.cache_hits == 3  # repeat 0 = the single run's key
+    assert [v.answer for v in single.verdicts] == [v.answer for v in ev.verdicts]
+
+
+def test_fail_on_regression_without_a_baseline_says_nothing_was_compared(pytester: pytest.Pytester) -> None:
+    project(pytester, {})
+    pytester.makepyfile(test_green=GREEN)
+    result = pytester.runpytest("--color=no", "--bineval-fail-on-regression")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was "
+                                 "compared"])
+    assert "bineval regressions" not in result.stdout.str()
