@@ -22,7 +22,7 @@ from .settings import add_setting_arguments, settings_from_args
 
 #: Settings perf does not take: it runs (a) and (b) without a cache and (c) in a temporary one, and
 #: generates no checklist.
-NOT_OPTIONS = ("checklist_model", "cache", "cache_dir")
+NOT_OPTIONS = ("checklist_model", "cache", "cache_dir", "repeats")  # --repeats: perf's own (summaries per variant)
 
 QUESTIONS: list[tuple[str, str]] = [
     ("consistency", "Is every statement in the response supported by the input?"),
@@ -134,6 +134,6 @@ def cmd_perf(args: argparse.Namespace) -> int:
     data = Path(args.data)
     if not data.is_file():
         raise FileNotFoundError(f"SummEval data not found at {data}; pass --data PATH/summeval.jsonl")
-    result = measure(settings_from_args(args), data, args.questions, args.repeats)
+    result = measure(settings_from_args(args, exclude=NOT_OPTIONS), data, args.questions, args.repeats)
     print(json.dumps(result, indent=2) if args.json else markdown(result))
     return 0

@@ -171,10 +171,13 @@ def add_setting_arguments(parser: argparse.ArgumentParser | Any, *, exclude: Ite
                             help=spec.help_with_default(), **kwargs)
 
 
-def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
+def settings_from_args(args: argparse.Namespace, *, exclude: Iterable[str] = (), **overrides: Any) -> Settings:
+    """The settings given as options (``exclude``: the ones :func:`add_setting_arguments` left out, whose names
+    a command may use for arguments of its own)."""
     values: dict[str, Any] = {}
+    skip = set(exclude)
     for spec in SETTING_SPECS:
-        if getattr(args, spec.attr, None) is not None:
+        if spec.attr not in skip and getattr(args, spec.attr, None) is not None:
             values[spec.attr] = getattr(args, spec.attr)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values)
