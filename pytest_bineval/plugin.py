@@ -129,6 +129,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     ctx = item.stash.get(CONTEXT, None)
     if report.when != "call" or ctx is None:
         return report
+    if report.failed:
+        ctx.service.failed_tests.add(item.nodeid)
     excinfo = call.excinfo
     if (excinfo is not None and excinfo.errisinstance(BinevalError)
             and not excinfo.errisinstance(BinevalAssertionError)):
@@ -187,7 +189,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         from .outputs.github import append_summary, step_summary
 
         try:
-            append_summary(github.summary_path, step_summary(service.records, service.totals(), regressions))
+            append_summary(github.summary_path, step_summary(service.records, service.totals(), regressions,
+                                                             service.failed_tests))
         except OSError as exc:
             config.stash.setdefault(NOTES, []).append(f"bineval: cannot write the GitHub job summary: {exc}")
 
@@ -230,5 +233,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         from .outputs.github import workflow_commands
 
         for line in workflow_commands(service.records, service.regressions, rootdir=str(config.rootpath),
-                                      workspace=github.workspace):
+                                      workspace=github.workspace, failed_tests=service.failed_tests):
             terminalreporter.write_line(line)

@@ -98,6 +98,7 @@ class BinevalService:
     worker_usage: list[Usage] = field(default_factory=list)
     baseline: ReportDocument | None = None  # --bineval-baseline, read by load_baseline()
     regressions: RegressionReport | None = None  # this run vs the baseline, made by compare()
+    failed_tests: set[str] = field(default_factory=set)  # ids of the tests whose call failed (or errored)
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
 
     @classmethod
@@ -221,12 +222,14 @@ class BinevalService:
             "records": [r.model_dump(mode="json") for r in self.records],
             "usage": self.engine.usage.model_dump(mode="json"),
             "pins_written": self.pins_written,
+            "failed_tests": sorted(self.failed_tests),
         })
 
     def merge_worker(self, payload: str) -> None:
         data = json.loads(payload)
         self.records.extend(EvaluationRecord.model_validate(r) for r in data["records"])
         self.pins_written.extend(data["pins_written"])
+        self.failed_tests.update(data.get("failed_tests", []))
         self.worker_usage.append(Usage.model_validate(data["usage"]))
 
     def close(self) -> None:

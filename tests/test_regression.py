@@ -102,7 +102,7 @@ def line_of(path: Path, needle: str) -> int:
 DIR = "we,ird"
 SUITE = '''
 import pytest
-from pytest_bineval import assert_passes
+from pytest_bineval import BinevalAssertionError, assert_passes
 
 pytestmark = pytest.mark.bineval(task="Summarize the article.")
 
@@ -120,6 +120,10 @@ def test_d():
 
 def test_new():
     assert_passes("output new", dimension="fluency")
+
+def test_expected():  # the failure is what this test expects: it passes, and GitHub hears nothing of it
+    with pytest.raises(BinevalAssertionError):
+        assert_passes("output e", dimension="fluency")
 '''
 TRICKY = "50% off, see: <b>bold</b> | and\nmore"
 ANSWERS = {
@@ -127,6 +131,7 @@ ANSWERS = {
     f"output c|{Q('fluency', 1)}": "no",
     f"output c|{Q('fluency', 2)}": "no",
     f"output d|{Q('consistency', 2)}": "boom",
+    f"output e|{Q('fluency', 1)}": "no",
 }
 
 
@@ -167,7 +172,7 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
     monkeypatch.setenv("GITHUB_WORKSPACE", str(pytester.path.parent))
     result = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-report=report.json")
-    result.assert_outcomes(passed=3, failed=1, errors=1)
+    result.assert_outcomes(passed=4, failed=1, errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     t = f"{DIR}/test_suite.py::"
     result.stdout.fnmatch_lines([
@@ -189,6 +194,7 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
         f"    [[]fluency[]] fluency-2: {Q('fluency', 2)}",
         f"QUESTIONS REMOVED {t}test_b (1):",
         f"    [[]consistency[]] consistency-3: {Q('consistency', 3)}",
+        f"TEST ADDED {t}test_expected (failed)",
         f"TEST ADDED {t}test_new (passed)",
         f"TEST REMOVED {t}test_gone (was passed in the baseline)",
         "questions matched by text (id changed): 1, by id (text edited): 0, not matched (asked in one run only): 2",
@@ -197,7 +203,7 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     ])
     result.stdout.fnmatch_lines([
         "vs baseline base.json: 1 regression, 0 unstable flips, 1 fix, 1 new judge error, 1 score drop beyond "
-        "tolerance 0.00; 4 evaluations compared, 1 added, 1 removed",
+        "tolerance 0.00; 4 evaluations compared, 2 added, 1 removed",
     ])
     assert "session failed" not in result.stdout.str()  # no --bineval-fail-on-regression
     # the JSON report keeps the section and the counts
@@ -230,9 +236,9 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     # the job summary is appended: the failing and regressed tests, escaped, and the totals
     md = summary_file.read_text()
     assert md.startswith("earlier step\n## bineval\n")
-    assert "**5 evaluations**: 3 passed, 1 below threshold, 1 judge error." in md
+    assert "**6 evaluations**: 3 passed, 2 below threshold, 1 judge error." in md
     assert ("Against the baseline `base.json`: 1 regression, 0 unstable flips, 1 fix, 1 new judge error, 1 score "
-            "drop beyond tolerance 0.00; 1 added, 1 removed.") in md
+            "drop beyond tolerance 0.00; 2 added, 1 removed.") in md
     blocks = [ln for ln in md.splitlines() if ln.startswith("### ")]
     assert blocks == [f"### {DIR}/test\\_suite.py::test\\_a: passed", f"### {DIR}/test\\_suite.py::test\\_c: below "
                       "threshold", f"### {DIR}/test\\_suite.py::test\\_d: judge error", "### Totals"]
@@ -241,9 +247,10 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     assert (f"- **regression** \\[consistency\\] {Q('consistency', 1)}: yes → no; now: 50% off, see: "
             "&lt;b&gt;bold&lt;/b&gt; \\| and more; was: old yes consistency-1") in md
     assert f"- \\[fluency\\] {Q('fluency', 1)} → no: scripted no for: {Q('fluency', 1)}" in md
-    assert "Tests added: we,ird/test\\_suite.py::test\\_new.  " in md
+    assert "Tests added: we,ird/test\\_suite.py::test\\_expected, we,ird/test\\_suite.py::test\\_new.  " in md
     totals = md.splitlines()[md.splitlines().index("### Totals") + 4]
-    assert totals.startswith("| 5 | 12 | ") and totals.endswith(" | 1 | 5 |")
+    assert totals.startswith("| 6 | 14 | ") and totals.endswith(" | 1 | 6 |")
+    assert not [ln for ln in out if ln.startswith("::") and "test_expected" in ln]  # a test that passed
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ summary it cannot add markdown or HTML, in a workflow command it cannot end the 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..record import EvaluationDiff, EvaluationRecord, Location, RegressionReport, Totals
@@ -68,14 +68,23 @@ def _where(location: Location | None, rootdir: str, workspace: str | None) -> di
     return {"file": repo_path(location.file, rootdir, workspace), "line": location.line}
 
 
+def failing(rec: EvaluationRecord, failed_tests: Collection[str] | None) -> bool:
+    """The evaluation failed (below threshold or judge error) and so did its test: a test that expects the
+    failure (``pytest.raises(BinevalAssertionError)``) passes, and its evaluation is no news."""
+    return rec.outcome != "passed" and (failed_tests is None or rec.test in failed_tests)
+
+
 def workflow_commands(records: Sequence[EvaluationRecord], regressions: RegressionReport | None, *, rootdir: str,
-                workspace: str | None) -> list[str]:
-    """``::error`` at each failing assertion (below threshold or judge error), ``::warning`` for each regression
-    (vs the baseline) of an assertion that passed, and one ``::error`` when the regressions fail the session."""
+                      workspace: str | None, failed_tests: Collection[str] | None = None) -> list[str]:
+    """``::error`` at each failing assertion (below threshold or judge error) of a failed test, ``::warning`` for
+    each other regression against the baseline, and one ``::error`` when the regressions fail the session.
+    ``failed_tests``: the ids of the tests that failed (None: every failing assertion counts)."""
     out: list[str] = []
+    annotated: set[str] = set()
     for rec in records:
-        if rec.outcome == "passed":
+        if not failing(rec, failed_tests):
             continue
+        annotated.add(rec.key)
         lines = [score_line(rec)]
         if rec.outcome == "error":
             title = f"bineval: judge error in {rec.key}"
@@ -87,7 +96,7 @@ def workflow_commands(records: Sequence[EvaluationRecord], regressions: Regressi
         out.append(command("error", "\n".join(lines), **_where(rec.location, rootdir, workspace), title=title))
     if regressions is not None:
         for d, c in regressions.changes("regression"):
-            if d.outcome != "passed":
+            if d.key in annotated:
                 continue  # its failing assertion has an error annotation already
             message = f"[{c.dimension}] {c.question}: yes -> no\nnow: {c.explanation or '(no explanation)'}"
             if c.baseline_explanation:
@@ -167,15 +176,16 @@ def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]
     return out
 
 
-def step_summary(records: Sequence[EvaluationRecord], totals: Totals,
-                 regressions: RegressionReport | None = None) -> str:
+def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regressions: RegressionReport | None = None,
+                 failed_tests: Collection[str] | None = None) -> str:
     """The markdown job summary: a headline, each failing or regressed evaluation (scores vs thresholds,
-    failing questions with explanations, changes against the baseline), the run's totals."""
+    failing questions with explanations, changes against the baseline), the run's totals. ``failed_tests``: as
+    for :func:`workflow_commands`."""
     diffs = {d.key: d for d in regressions.compared} if regressions is not None else {}
     drops = {d.key for d, _ in regressions.score_drops()} if regressions is not None else set()
     noteworthy = ("regression", "unstable flip", "judge error")
     shown = [r for r in records
-             if r.outcome != "passed" or r.key in drops
+             if failing(r, failed_tests) or r.key in drops
              or any(c.kind in noteworthy for c in (diffs[r.key].changes if r.key in diffs else []))]
     out = ["## bineval", ""]
     out.append(f"**{_n(totals.evaluations, 'evaluation')}**: {totals.passed} passed, {totals.failed} below "
