@@ -378,12 +378,12 @@ def test_r():
 '''
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pytester) -> None:
+    """(Repeats under xdist: test_unstable_flip_is_reported_apart_from_a_stable_regression.)"""
     project(pytester, {f"output r|{Q('consistency', 1)}": ["no", "yes", "no"],
                        f"output r|{Q('consistency', 2)}": "yes"})
     pytester.makepyfile(test_rep=REPEATED)
-    result = run(pytester, xdist, "--color=no", "--bineval-repeats=3", "--bineval-report=report.json")
+    result = pytester.runpytest("--color=no", "--bineval-repeats=3", "--bineval-report=report.json")
     result.assert_outcomes(passed=1)  # gate mean: 0.67 >= 0.60
     result.stdout.fnmatch_lines([
         "PASS test_rep.py::test_r: consistency 0.67 [[]0.30, 0.90[]] >= 0.60, fluency 1.00 [[]0.61, 1.00[]] >= 0.60",
@@ -404,10 +404,8 @@ def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pyte
     assert [(u.key, u.question_id, sorted(u.answers)) for u in doc.unstable] == [
         ("test_rep.py::test_r", "consistency-1", ["no", "no", "yes"])]
     assert doc.totals.unstable_questions == 1 and doc.settings.repeats == 3
-    if xdist:
-        return  # (three more processes under xdist: the gate is checked in-process only)
     # gate lower-bound: 0.30 < 0.60 fails, with the interval in the message; all replies now come from the cache
-    gated = run(pytester, xdist, "--color=no", "--bineval-repeats=3", "--bineval-gate=lower-bound")
+    gated = pytester.runpytest("--color=no", "--bineval-repeats=3", "--bineval-gate=lower-bound")
     gated.assert_outcomes(failed=1)
     gated.stdout.fnmatch_lines([
         "*consistency: 0.67 over 6 answers, 95% interval [[]0.30, 0.90[]]; lower bound 0.30 (threshold 0.60) FAIL",
@@ -451,6 +449,10 @@ def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pyte
         "    answers now: no no no; in the baseline: yes yes yes",
         f"UNSTABLE FLIP test_rep.py::test_r [[]consistency[]] {c1}: yes -> no (same output)",
         "    answers now: *; in the baseline: yes yes no",
+        "*= bineval summary =*",
+        "PASS test_rep.py::test_r: consistency 0.17 [[]0.03, 0.56[]] >= 0.00, fluency 1.00 [[]0.61, 1.00[]] >= 0.00",
+        "unstable questions (1): the repeats of the judge gave both answers",
+        f"    test_rep.py::test_r [[]consistency[]] {c1}: no (1 of 3 yes)",
         "vs baseline base.json: 1 regression, 1 unstable flip, 0 fixes, *",
         "bineval: session failed: 1 regression vs baseline base.json (--bineval-fail-on-regression)",
     ])
