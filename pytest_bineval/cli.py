@@ -1,4 +1,4 @@
-"""The ``bineval`` command: checklists and evaluations outside pytest, and the benchmark."""
+"""The ``bineval`` command: checklists and evaluations outside pytest, reports, and the benchmark."""
 
 from __future__ import annotations
 
@@ -85,6 +85,22 @@ def cmd_align(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .outputs.html import diff_reports, write_html
+    from .record import ReportDocument
+
+    document = ReportDocument.load(args.report)
+    diff = diff_reports(document, ReportDocument.load(args.baseline), args.baseline) if args.baseline else None
+    write_html(args.html, document, diff)
+    t = document.totals
+    print(f"wrote {args.html}: {t.evaluations} evaluations ({t.passed} passed, {t.failed} below threshold, "
+          f"{t.errors} judge error)")
+    if diff is not None:
+        print(f"compared with {args.baseline}: {len(diff.regressions)} regressed question(s) (yes -> no), "
+              f"{len(diff.fixes)} fixed, {diff.compared} questions compared")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bineval", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -123,6 +139,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="measure and propose, write nothing")
     _engine_args(p)
     p.set_defaults(func=cmd_align)
+
+    p = sub.add_parser(
+        "report", help="render a saved --bineval-report JSON as a self-contained HTML page",
+        description="Render a report written by --bineval-report (any format this version reads), e.g. a CI "
+                    "artifact, as one HTML file that opens from disk. With --baseline, the questions answered "
+                    "yes there and no here are marked as regressions.")
+    p.add_argument("report", metavar="REPORT.json", help="the --bineval-report file")
+    p.add_argument("--baseline", metavar="BASE.json", default=None,
+                   help="an earlier report to compare with, question by question")
+    p.add_argument("--html", metavar="OUT.html", required=True, help="the HTML file to write")
+    p.set_defaults(func=cmd_report)
 
     from .perf import add_perf_parser
 

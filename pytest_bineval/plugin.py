@@ -182,8 +182,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     regressions = service.compare()
     if regressions is not None and regressions.failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --bineval-fail-on-regression
-    if service.options.report:
-        service.report_document(optimized).write(service.path(service.options.report))
+    options = service.options
+    if options.report or options.html:
+        document = service.report_document(optimized)
+        if options.report:
+            document.write(service.path(options.report))
+        if options.html:
+            from .outputs.html import write_html
+
+            write_html(service.path(options.html), document)
     github = config.stash.get(GITHUB, None)
     if github is not None and github.summary_path and (service.records or regressions is not None):
         from .outputs.github import append_summary, step_summary
@@ -218,6 +225,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(text, **markup)
         if service.options.report:
             terminalreporter.write_line(f"bineval report: {service.options.report}")
+        if service.options.html:
+            terminalreporter.write_line(f"bineval html report: {service.options.html}")
     if service.options.optimize:
         terminalreporter.write_sep("=", "bineval optimize")
         optimized: list[OptimizeOutcome] = config.stash.get(OPTIMIZED, [])

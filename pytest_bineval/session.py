@@ -44,6 +44,7 @@ class Options:
     update_checklists: bool = False
     strict: bool = False
     report: str | None = None
+    html: str | None = None
     optimize: bool = False
     baseline: str | None = None
     fail_on_regression: bool = False

@@ -1,0 +1,447 @@
+"""The self-contained HTML report (``--bineval-html``, ``bineval report --html``): a pure function of a
+:class:`~pytest_bineval.record.ReportDocument`, and optionally of a baseline document to compare with.
+
+One file: CSS, JavaScript and SVG plots are inline and a Content-Security-Policy forbids loading anything
+else, so the page opens from disk (a CI artifact) and makes no request. Every text goes through jinja2's
+autoescape: outputs under test are untrusted, and an output holding ``<script>`` shows as text.
+
+The page is built from a view (:class:`ReportView`) computed here, so that the template only lays it out:
+per evaluation a row of dimension bars and the verdict cells of a tests x questions grid (yes / no / error,
+unstable, regressed or fixed against the baseline), the detail of the selected evaluation (its verdicts with
+explanations, output, source), and per dimension a histogram of the scores over the run.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from ..models import Verdict
+from ..record import DimensionResult, EvaluationRecord, ReportDocument
+
+Answer = Literal["yes", "no", "error"]
+
+# -- comparison with a baseline report ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """A question whose answer differs from the baseline's: same record key, same question id."""
+
+    key: str
+    question_id: str
+    dimension: str
+    question: str
+    before: Answer
+    after: Answer
+    before_explanation: str = ""
+
+    @property
+    def regression(self) -> bool:
+        """yes -> no: the output got worse on this question."""
+        return self.before == "yes" and self.after == "no"
+
+    @property
+    def fix(self) -> bool:
+        return self.before == "no" and self.after == "yes"
+
+
+@dataclass(frozen=True)
+class BaselineDiff:
+    """What changed between a baseline report and this one, per (record key, question id)."""
+
+    label: str
+    created: str
+    changes: dict[tuple[str, str], Change] = field(default_factory=dict)
+    new_keys: frozenset[str] = frozenset()  # evaluations the baseline does not have
+    removed_keys: tuple[str, ...] = ()  # evaluations only the baseline has
+    compared: int = 0  # questions answered in both runs (same key and question id)
+    scores: dict[tuple[str, str], float | None] = field(default_factory=dict)  # (key, dimension) -> old score
+
+    @property
+    def regressions(self) -> list[Change]:
+        return [c for c in self.changes.values() if c.regression]
+
+    @property
+    def fixes(self) -> list[Change]:
+        return [c for c in self.changes.values() if c.fix]
+
+
+def diff_reports(current: ReportDocument, baseline: ReportDocument, label: str = "baseline") -> BaselineDiff:
+    """Compare two reports question by question (yes -> no is a regression, no -> yes a fix)."""
+    before = {r.key: r for r in baseline.evaluations}
+    changes: dict[tuple[str, str], Change] = {}
+    scores: dict[tuple[str, str], float | None] = {}
+    compared = 0
+    for rec in current.evaluations:
+        old = before.get(rec.key)
+        if old is None:
+            continue
+        scores.update({(rec.key, d.name): d.score for d in old.dimensions})
+        old_verdicts = {v.question_id: v for v in old.verdicts}
+        for v in rec.verdicts:
+            was = old_verdicts.get(v.question_id)
+            if was is None:
+                continue
+            compared += 1
+            if was.answer != v.answer:
+                changes[(rec.key, v.question_id)] = Change(
+                    key=rec.key, question_id=v.question_id, dimension=v.dimension, question=v.question,
+                    before=was.answer, after=v.answer, before_explanation=was.explanation)
+    keys = {r.key for r in current.evaluations}
+    return BaselineDiff(
+        label=label, created=baseline.created, changes=changes, new_keys=frozenset(keys - before.keys()),
+        removed_keys=tuple(k for k in before if k not in keys), compared=compared, scores=scores)
+
+
+# -- the view the template lays out -------------------------------------------------------------------------
+
+BAR_WIDTH = 120  # px of a dimension bar (score 0..1)
+HIST_WIDTH, HIST_HEIGHT, HIST_BINS = 240, 96, 10
+HIST_LEFT, HIST_TOP, HIST_BOTTOM = 26, 8, 18  # margins of the histogram's plot area
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One dimension of one evaluation: score (fill) against threshold (marker)."""
+
+    dim: DimensionResult
+    before: float | None = None  # the baseline's score, when there is one
+    compared: bool = False
+
+    @property
+    def fill(self) -> float:
+        return round(BAR_WIDTH * (self.dim.score or 0.0), 1)
+
+    @property
+    def marker(self) -> float:
+        return round(BAR_WIDTH * self.dim.threshold, 1)
+
+    @property
+    def text(self) -> str:
+        return f"{_num(self.dim.score)} / {_num(self.dim.threshold)}"
+
+    @property
+    def delta(self) -> str:
+        """``+0.25`` / ``-0.50`` against the baseline; empty when unchanged or not compared."""
+        if not self.compared or self.before is None or self.dim.score is None:
+            return ""
+        d = self.dim.score - self.before
+        return "" if abs(d) < 0.005 else f"{d:+.2f}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One verdict in the grid (and in the detail list, by the same ``id``)."""
+
+    id: str
+    verdict: Verdict
+    change: Change | None = None
+    unstable: bool = False
+
+    @property
+    def regressed(self) -> bool:
+        return self.change is not None and self.change.regression
+
+    @property
+    def fixed(self) -> bool:
+        return self.change is not None and self.change.fix
+
+    @property
+    def why(self) -> str:
+        v = self.verdict
+        return (v.error or v.explanation) if v.answer == "error" else v.explanation
+
+    @property
+    def css(self) -> str:
+        flags = [f for f, on in (("regressed", self.regressed), ("fixed", self.fixed),
+                                 ("unstable", self.unstable)) if on]
+        return " ".join(["cell", self.verdict.answer, *flags])
+
+    @property
+    def glyph(self) -> str:
+        return {"yes": "\u2713", "no": "\u2717", "error": "!"}[self.verdict.answer]
+
+    @property
+    def title(self) -> str:
+        """The hover text: question, answer (and the baseline's), explanation."""
+        v = self.verdict
+        answer = v.answer + (" (unstable across repeats)" if self.unstable else "")
+        if self.change is not None:
+            answer += f" (baseline: {self.change.before})"
+        return f"[{v.dimension}] {v.question}\nanswer: {answer}\n{self.why}".rstrip()
+
+
+@dataclass(frozen=True)
+class Column:
+    """A group of grid columns: the questions of one dimension, by their position in each checklist."""
+
+    dimension: str
+    headers: tuple[str, ...]  # hover text of each column (the question when every test asks the same)
+
+
+@dataclass(frozen=True)
+class Row:
+    index: int
+    record: EvaluationRecord
+    bars: tuple[Bar, ...]
+    cells: tuple[Cell | None, ...]  # aligned with the columns; None where this checklist has fewer questions
+    new: bool = False  # not in the baseline
+
+    @property
+    def dom_id(self) -> str:
+        return f"t{self.index}"
+
+    @property
+    def verdict_cells(self) -> list[Cell]:
+        """Every cell of this row (in checklist order), for the detail list."""
+        return [c for c in self.cells if c is not None]
+
+    @property
+    def regressed(self) -> bool:
+        return any(c.regressed for c in self.verdict_cells)
+
+    @property
+    def unstable(self) -> int:
+        return sum(c.unstable for c in self.verdict_cells)
+
+    @property
+    def failing(self) -> bool:
+        return self.record.outcome != "passed"
+
+    @property
+    def location(self) -> str:
+        loc = self.record.location
+        return "" if loc is None else f"{loc.file}:{loc.line}"
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One outcome's part of a histogram bar."""
+
+    outcome: str
+    y: float
+    height: float
+    count: int
+
+
+@dataclass(frozen=True)
+class Bin:
+    x: float
+    width: float
+    low: float
+    high: float
+    stacks: tuple[Stack, ...]
+
+    @property
+    def title(self) -> str:
+        counts = ", ".join(f"{s.count} {s.outcome}" for s in self.stacks)
+        return f"score {self.low:.1f}\u2013{self.high:.1f}: {counts}"
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """The scores of one dimension over the run, in 10 bins of width 0.1, stacked by outcome."""
+
+    dimension: str
+    bins: tuple[Bin, ...]
+    thresholds: tuple[tuple[float, float], ...]  # (x, threshold)
+    count: int
+    missing: int  # evaluations whose every question of this dimension was a judge error
+    mean: float | None
+    top: int  # the y-axis maximum
+
+    width: int = HIST_WIDTH
+    height: int = HIST_HEIGHT
+    left: int = HIST_LEFT
+    plot_top: int = HIST_TOP
+    baseline_y: float = HIST_HEIGHT - HIST_BOTTOM
+
+    @property
+    def right(self) -> int:
+        return self.width - 4
+
+
+def histogram(dimension: str, dims: Sequence[DimensionResult]) -> Histogram:
+    scored = [d for d in dims if d.score is not None]
+    counts: list[dict[str, int]] = [{} for _ in range(HIST_BINS)]
+    for d in scored:
+        i = min(int((d.score or 0.0) * HIST_BINS + 1e-9), HIST_BINS - 1)
+        counts[i][d.outcome] = counts[i].get(d.outcome, 0) + 1
+    top = max([sum(c.values()) for c in counts] + [1])
+    plot_w = HIST_WIDTH - 4 - HIST_LEFT
+    plot_h = HIST_HEIGHT - HIST_BOTTOM - HIST_TOP
+    step = plot_w / HIST_BINS
+    bins = []
+    for i, c in enumerate(counts):
+        y = float(HIST_HEIGHT - HIST_BOTTOM)
+        stacks = []
+        for outcome in ("passed", "failed", "error"):
+            n = c.get(outcome, 0)
+            if n:
+                h = round(plot_h * n / top, 1)
+                y -= h
+                stacks.append(Stack(outcome, round(y, 1), h, n))
+        bins.append(Bin(x=round(HIST_LEFT + i * step + 1, 1), width=round(step - 2, 1), low=i / HIST_BINS,
+                        high=(i + 1) / HIST_BINS, stacks=tuple(stacks)))
+    limits = sorted({d.threshold for d in dims})
+    return Histogram(
+        dimension=dimension, bins=tuple(bins),
+        thresholds=tuple((round(HIST_LEFT + plot_w * t, 1), t) for t in limits),
+        count=len(scored), missing=len(dims) - len(scored),
+        mean=sum(d.score or 0.0 for d in scored) / len(scored) if scored else None, top=top)
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """Everything the template shows."""
+
+    document: ReportDocument
+    rows: tuple[Row, ...]
+    columns: tuple[Column, ...]
+    histograms: tuple[Histogram, ...]
+    diff: BaselineDiff | None
+    models: tuple[str, ...]
+    bar_width: int = BAR_WIDTH
+
+    @property
+    def failing(self) -> int:
+        return sum(r.failing for r in self.rows)
+
+    @property
+    def regressed(self) -> int:
+        return sum(r.regressed for r in self.rows)
+
+    @property
+    def unstable(self) -> int:
+        return sum(r.unstable for r in self.rows)
+
+    @property
+    def cells(self) -> int:
+        return sum(len(r.verdict_cells) for r in self.rows)
+
+    @property
+    def tokens(self) -> int:
+        t = self.document.totals
+        return t.prompt_tokens + t.completion_tokens
+
+    @property
+    def cost(self) -> str:
+        c = self.document.totals.cost_usd
+        return "n/a" if c is None else f"${c:.4f}"
+
+
+def _dimension_verdicts(rec: EvaluationRecord) -> dict[str, list[Verdict]]:
+    groups: dict[str, list[Verdict]] = {d.name: [] for d in rec.dimensions}
+    for v in rec.verdicts:
+        groups.setdefault(v.dimension, []).append(v)
+    return groups
+
+
+def build_view(document: ReportDocument, diff: BaselineDiff | None = None,
+               unstable: frozenset[tuple[str, str]] = frozenset()) -> ReportView:
+    """The view of ``document``; ``diff`` marks regressions and fixes, ``unstable`` holds the
+    (record key, question id) pairs whose answers differed across repeats."""
+    records = document.evaluations
+    grouped = [_dimension_verdicts(r) for r in records]
+    sizes: dict[str, int] = {}
+    for g in grouped:
+        for name, verdicts in g.items():
+            sizes[name] = max(sizes.get(name, 0), len(verdicts))
+    columns = []
+    for name, size in sizes.items():
+        if not size:
+            continue
+        headers = []
+        for slot in range(size):
+            asked = {g[name][slot].question for g in grouped if len(g.get(name, ())) > slot}
+            headers.append(f"[{name}] {asked.pop()}" if len(asked) == 1
+                           else f"[{name}] question {slot + 1} ({len(asked)} different questions)")
+        columns.append(Column(name, tuple(headers)))
+    rows = []
+    for i, (rec, g) in enumerate(zip(records, grouped, strict=True)):
+        cells: list[Cell | None] = []
+        for col in columns:
+            first = len(cells)
+            verdicts = g.get(col.dimension, [])
+            for slot in range(len(col.headers)):
+                if slot >= len(verdicts):
+                    cells.append(None)
+                    continue
+                v = verdicts[slot]
+                change = diff.changes.get((rec.key, v.question_id)) if diff else None
+                cells.append(Cell(id=f"t{i}-c{first + slot}", verdict=v, change=change,
+                                  unstable=(rec.key, v.question_id) in unstable))
+        compared = diff is not None and rec.key not in diff.new_keys
+        bars = tuple(Bar(d, diff.scores.get((rec.key, d.name)) if diff else None, compared) for d in rec.dimensions)
+        rows.append(Row(index=i, record=rec, bars=bars, cells=tuple(cells),
+                        new=diff is not None and rec.key in diff.new_keys))
+    by_dim: dict[str, list[DimensionResult]] = {}
+    for rec in records:
+        for d in rec.dimensions:
+            by_dim.setdefault(d.name, []).append(d)
+    models = tuple(dict.fromkeys([document.settings.model] + [r.model for r in records] if document.settings.model
+                                 else [r.model for r in records]))
+    return ReportView(document=document, rows=tuple(rows), columns=tuple(columns),
+                      histograms=tuple(histogram(n, ds) for n, ds in by_dim.items()), diff=diff,
+                      models=tuple(m for m in models if m))
+
+
+# -- rendering ----------------------------------------------------------------------------------------------
+
+
+def _asset(name: str) -> str:
+    return (resources.files(__package__) / "templates" / name).read_text(encoding="utf-8")
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def render_html(document: ReportDocument, diff: BaselineDiff | None = None, *,
+                unstable: frozenset[tuple[str, str]] = frozenset()) -> str:
+    """The report as one self-contained HTML page; ``diff`` (:func:`diff_reports`) marks what changed
+    since a baseline, ``unstable`` the (record key, question id) pairs whose answers varied across repeats."""
+    import jinja2
+    from markupsafe import Markup
+
+    view = build_view(document, diff, unstable)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("pytest_bineval.outputs", "templates"),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    style, script = _asset("report.css"), _asset("report.js")
+    for text in (style, script):
+        if "</" in text:  # would end the inline element early
+            raise AssertionError("an inline asset of the HTML report must not contain '</'")
+    csp = (f"default-src 'none'; style-src {_csp_hash(style)}; script-src {_csp_hash(script)}; "
+           "img-src data:; base-uri 'none'; form-action 'none'")
+    return env.get_template("report.html.j2").render(
+        view=view, doc=document, totals=document.totals, style=Markup(style), script=Markup(script), csp=csp)
+
+
+def write_html(path: str | os.PathLike[str], document: ReportDocument, diff: BaselineDiff | None = None, *,
+               unstable: frozenset[tuple[str, str]] = frozenset()) -> Path:
+    """Render and write atomically (a reader never sees half a page); returns the path written."""
+    text = render_html(document, diff, unstable=unstable)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".report-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
