@@ -173,14 +173,6 @@ class Cell:
     def glyph(self) -> str:
         return {"yes": "\u2713", "no": "\u2717", "error": "!"}[self.verdict.answer]
 
-    @property
-    def title(self) -> str:
-        """The hover text: question, answer (and the baseline's), explanation."""
-        v = self.verdict
-        answer = v.answer + (" (unstable across repeats)" if self.unstable else "")
-        if self.change is not None:
-            answer += f" (baseline: {self.change.before})"
-        return f"[{v.dimension}] {v.question}\nanswer: {answer}\n{self.why}".rstrip()
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,24 @@
     }
   }
 
+  // The hover text of a cell (question, answer, explanation) is made from its verdict in the detail list
+  // when the pointer first reaches it: the page does not carry every text twice.
+  function hoverText(cellId) {
+    var item = document.getElementById("v-" + cellId);
+    if (!item) return "";
+    var parts = [];
+    ["vd", "q", "a", "x", "was"].forEach(function (name) {
+      var el = item.querySelector("." + name);
+      if (el) parts.push((name === "a" ? "answer: " : "") + el.textContent);
+    });
+    return parts.length > 1 ? parts[0] + " " + parts.slice(1).join("\n") : parts.join("");
+  }
+
   if (grid) {
+    grid.addEventListener("mouseover", function (event) {
+      var cell = event.target instanceof Element ? event.target.closest("td.cell") : null;
+      if (cell && !cell.hasAttribute("title")) cell.setAttribute("title", hoverText(cell.getAttribute("data-cell")));
+    });
     grid.addEventListener("click", function (event) {
       var target = event.target instanceof Element ? event.target : null;
       var row = target ? target.closest("tr.test") : null;

@@ -1,0 +1,328 @@
+"""The HTML report: its view (grid, bars, histograms, baseline diff), escaping, self-containment and size;
+``--bineval-html`` through pytester (and pytest-xdist); ``bineval report``. The page in a real browser is
+tests/test_html_browser.py."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_bineval.cli import main
+from pytest_bineval.models import Evaluation, Usage, Verdict
+from pytest_bineval.outputs.html import build_view, diff_reports, histogram, render_html
+from pytest_bineval.record import DimensionResult, EvaluationRecord, ReportDocument, Totals
+
+pytest_plugins = ["pytester"]
+
+EVIL = '<script>window.__pwned = 1</script><img src=x onerror="alert(1)">"\'&'
+
+
+def record(test: str, answers: dict[str, list[str]], *, thresholds: dict[str, float] | None = None,
+           output: str = "A summary.", source: str | None = "An article.", index: int = 0,
+           question: str = "Does the response meet {d} check {i}?", explanation: str = "scripted {a}",
+           task: str = "Summarize the article.") -> EvaluationRecord:
+    """A record as assert_passes makes it: ``answers`` maps a dimension to its answers in checklist order."""
+    verdicts = [
+        Verdict(question_id=f"{d}-{i}", dimension=d, question=question.format(d=d, i=i), answer=a,  # type: ignore[arg-type]
+                explanation="" if a == "error" else explanation.format(a=a),
+                error="provider exploded: 503" if a == "error" else None)
+        for d, seq in answers.items() for i, a in enumerate(seq, 1)
+    ]
+    evaluation = Evaluation(task=task, model="fake/judge", dimensions=list(answers), verdicts=verdicts,
+                            usage=Usage(llm_calls=len(verdicts)))
+    return EvaluationRecord.build(test=test, evaluation=evaluation, questions=[], checklist_status="pinned",
+                                  thresholds=thresholds or dict.fromkeys(answers, 0.8), output=output,
+                                  source=source, index=index)
+
+
+def document(*records: EvaluationRecord) -> ReportDocument:
+    usage = Usage(llm_calls=12, cache_hits=3, prompt_tokens=1000, completion_tokens=50, cost_usd=0.0123)
+    return ReportDocument(evaluations=list(records), totals=Totals.of(records, usage))
+
+
+# -- escaping and self-containment --------------------------------------------------------------------------
+
+def test_untrusted_text_is_escaped_everywhere() -> None:
+    rec = record(f"tests/test_x.py::test_{EVIL}", {"consistency": ["yes", "no"], "fluency": ["error"]},
+                 output=f"output {EVIL}", source=f"source {EVIL}", question=f"question {{d}} {{i}} {EVIL}",
+                 explanation=f"because {EVIL}", task=f"task {EVIL}")
+    page = render_html(document(rec), diff_reports(document(rec), document(rec), f"base {EVIL}.json"))
+    assert page.count("<script") == 1, "only the report's own script element"
+    assert "<img" not in page and "onerror=\"" not in page
+    escaped = ("&lt;script&gt;window.__pwned = 1&lt;/script&gt;&lt;img src=x onerror=&#34;alert(1)&#34;&gt;"
+               "&#34;&#39;&amp;")
+    for where in ("output ", "source ", "because ", "task ", "question consistency 2 ", "base ", "test_"):
+        assert where + escaped in page, where
+
+
+def test_the_page_loads_nothing_and_its_inline_assets_are_pinned_by_the_csp() -> None:
+    page = render_html(document(record("t::a", {"consistency": ["yes", "no"]})))
+    assert not re.search(r"\b(?:src|href|action|srcset)\s*=", page, re.IGNORECASE)
+    assert not re.search(r"https?://|url\(|@import|<link|<iframe|<object|<embed", page, re.IGNORECASE)
+    found = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page)
+    assert found is not None
+    csp = html.unescape(found.group(1))
+    assert csp.startswith("default-src 'none';")
+
+    def digest(text: str) -> str:
+        return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+    style = re.search(r"<style>(.*?)</style>", page, re.DOTALL)
+    script = re.search(r"<script>(.*?)</script>", page, re.DOTALL)
+    assert style and script
+    assert f"style-src {digest(style.group(1))};" in csp
+    assert f"script-src {digest(script.group(1))};" in csp
+
+
+def test_a_format_1_report_renders(tmp_path: Path) -> None:
+    old = {"format": 1, "evaluations": [{
+        "test": "t::old", "task": "T", "model": "m", "thresholds": {"fluency": 0.5}, "scores": {"fluency": 0.5},
+        "verdicts": [{"question_id": "fluency-1", "dimension": "fluency", "question": "Fluent?", "answer": "no",
+                      "explanation": "choppy"},
+                     {"question_id": "fluency-2", "dimension": "fluency", "question": "Clear?", "answer": "yes"}],
+        "outcome": "passed"}], "totals": {"evaluations": 1, "passed": 1}}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    page = render_html(ReportDocument.load(path))
+    assert page.count('<tr class="test ') == 1 and page.count('<td class="cell ') == 2
+    assert "choppy" in page
+
+
+# -- the view -----------------------------------------------------------------------------------------------
+
+def test_grid_columns_follow_the_checklists_and_align_by_position() -> None:
+    a = record("t::a", {"consistency": ["yes", "no", "yes"], "fluency": ["yes"]})
+    b = record("t::b", {"consistency": ["no"]}, question="Other question {d} {i}?")
+    view = build_view(document(a, b))
+    assert [(c.dimension, len(c.headers)) for c in view.columns] == [("consistency", 3), ("fluency", 1)]
+    assert view.columns[0].headers[0] == "[consistency] question 1 (2 different questions)"
+    assert view.columns[0].headers[1] == "[consistency] Does the response meet consistency check 2?"
+    row_a, row_b = view.rows
+    assert [c.verdict.answer if c else None for c in row_a.cells] == ["yes", "no", "yes", "yes"]
+    assert [c.verdict.answer if c else None for c in row_b.cells] == ["no", None, None, None]
+    assert view.cells == 5 and view.failing == 2
+    assert len({c.id for r in view.rows for c in r.verdict_cells}) == 5  # one DOM id per verdict
+
+
+def test_dimension_bars_are_scaled_and_coloured_by_outcome() -> None:
+    rec = record("t::a", {"consistency": ["yes", "no", "no", "no"], "fluency": ["yes", "error"]},
+                 thresholds={"consistency": 0.8, "fluency": 0.5})
+    consistency, fluency = build_view(document(rec)).rows[0].bars
+    assert (consistency.fill, consistency.marker, consistency.text) == (30.0, 96.0, "0.25 / 0.80")
+    assert consistency.dim.outcome == "failed" and fluency.dim.outcome == "error"
+    page = render_html(document(rec))
+    assert '<div class="bar failed"><span class="dn">consistency</span>' in page
+    assert '<rect class="fill" width="30.0" height="10"/><line class="mark" x1="96.0"' in page
+
+
+def test_histogram_counts_scores_per_bin_and_outcome() -> None:
+    dims = [DimensionResult(name="c", score=s, threshold=t, outcome=o) for s, t, o in [
+        (0.0, 0.8, "failed"), (0.55, 0.5, "passed"), (0.5, 0.8, "failed"), (1.0, 0.8, "passed"),
+        (1.0, 0.8, "passed"), (None, 0.8, "error")]]
+    h = histogram("c", dims)
+    counts = [{s.outcome: s.count for s in b.stacks} for b in h.bins]
+    assert counts[0] == {"failed": 1} and counts[5] == {"passed": 1, "failed": 1} and counts[9] == {"passed": 2}
+    assert sum(len(c) for c in counts) == 4
+    assert (h.count, h.missing, h.top) == (5, 1, 2)
+    assert h.mean == pytest.approx((0.0 + 0.55 + 0.5 + 1.0 + 1.0) / 5)
+    assert [t for _, t in h.thresholds] == [0.5, 0.8]
+    tallest = h.bins[9].stacks[0]
+    assert tallest.y == h.plot_top and tallest.y + tallest.height == h.baseline_y  # the top bin fills the plot
+
+
+def test_diff_marks_regressions_fixes_and_new_or_removed_evaluations() -> None:
+    base = document(record("t::a", {"consistency": ["yes", "no", "yes"]}),
+                    record("t::gone", {"consistency": ["yes"]}),
+                    record("t::a", {"fluency": ["yes"]}, index=1))
+    now = document(record("t::a", {"consistency": ["no", "yes", "error"]}),
+                   record("t::new", {"consistency": ["no"]}),
+                   record("t::a", {"fluency": ["yes"]}, index=1))
+    diff = diff_reports(now, base, "base.json")
+    assert [(c.key, c.question_id) for c in diff.regressions] == [("t::a", "consistency-1")]
+    assert [(c.key, c.question_id) for c in diff.fixes] == [("t::a", "consistency-2")]
+    assert diff.changes[("t::a", "consistency-3")].after == "error"
+    assert diff.new_keys == {"t::new"} and diff.removed_keys == ("t::gone",) and diff.compared == 4
+    view = build_view(now, diff)
+    first = view.rows[0]
+    assert first.regressed and [c.css for c in first.verdict_cells] == ["cell no regressed", "cell yes fixed",
+                                                                         "cell error"]
+    change = first.verdict_cells[0].change
+    assert change is not None and change.before_explanation == "scripted yes"
+    assert view.rows[1].new and not view.rows[1].regressed and view.regressed == 1
+    assert first.bars[0].delta == "-0.17"  # 0.50 (1 of 2 answered) - 0.67
+    page = render_html(now, diff)
+    assert "1 regressed question(s)" in page and "1 gone: t::gone" in page
+    assert '<input type="radio" name="show" value="regressed">' in page  # the filter is enabled
+    assert ('<span class="was">baseline: yes &ndash; scripted yes</span></li>' in page)
+
+
+def test_unstable_answers_are_marked_when_repeats_report_them() -> None:
+    rec = record("t::a", {"consistency": ["yes", "no"]})
+    view = build_view(document(rec), unstable=frozenset({("t::a", "consistency-2")}))
+    assert [c.css for c in view.rows[0].verdict_cells] == ["cell yes", "cell no unstable"]
+    assert view.unstable == 1
+    page = render_html(document(rec), unstable=frozenset({("t::a", "consistency-2")}))
+    assert '<dt>unstable answers</dt><dd>1</dd>' in page
+    assert '<span class="a no">no (unstable)</span>' in page
+
+
+def test_no_evaluations_still_makes_a_page() -> None:
+    page = render_html(document())
+    assert "No evaluation in this run." in page and "<table" not in page
+
+
+def sample_document(tests: int = 100, questions: int = 10) -> ReportDocument:
+    """``tests`` evaluations of ``questions`` questions over two dimensions, with outputs (~600 characters)
+    and sources (~2,000) of a realistic length: the size figure of docs/html-report.md."""
+    records = []
+    for t in range(tests):
+        answers = ["no" if (t * 7 + q) % 5 == 0 else "yes" for q in range(questions)]
+        if t % 17 == 0:
+            answers[3] = "error"
+        half = questions // 2
+        records.append(record(
+            f"tests/test_summaries.py::test_summary[article_{t:03d}]",
+            {"consistency": answers[:half], "relevance": answers[half:]},
+            thresholds={"consistency": 0.8, "relevance": 0.7},
+            question="Does the summary state the {d} fact number {i} of the article correctly and completely?",
+            explanation="The summary says {a} because the article reports the figure in its second paragraph.",
+            output=("The city council approved the new ferry timetable on Monday after a two-week strike. " * 7),
+            source=("The ferry workers' union ended its strike after the council agreed to hire staff. " * 24)))
+    return document(*records)
+
+
+def test_size_of_a_100_tests_by_10_questions_report() -> None:
+    page = render_html(sample_document())
+    size = len(page.encode("utf-8"))
+    print(f"100 tests x 10 questions: {size} bytes ({size / 1024:.0f} KiB)")
+    assert page.count('<td class="cell ') == 1000
+    assert size < 1_000_000, f"{size} bytes for 100 x 10: the page grew; keep it small (docs/html-report.md)"
+
+
+# -- --bineval-html through pytest --------------------------------------------------------------------------
+
+CONFTEST = '''
+from pytest_bineval.testing import ScriptedModel
+
+def answer(req):
+    if req.output.startswith("A wrong") and req.question.endswith("consistency check 2?"):
+        return "no"
+    return "yes"
+
+FAKE = ScriptedModel(provider="hfake", answers=answer).register()
+'''
+
+TESTS = '''
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_good():
+    assert_passes("A fine summary.", dimension=["consistency", "fluency"], source="An article.")
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_bad():
+    assert_passes("A wrong summary.", dimension="consistency", source="An article.")
+'''
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _litellm_imported_once() -> None:
+    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
+    from pytest_bineval.llm.client import import_litellm
+
+    import_litellm()
+
+
+def make_project(pytester: pytest.Pytester, ini: str = "") -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini(textwrap.dedent(f"""
+        [pytest]
+        bineval_model = hfake/judge
+        asyncio_default_fixture_loop_scope = function
+        {ini}
+    """))
+    pytester.makepyfile(TESTS)
+
+
+def rows_and_cells(page: str) -> tuple[int, int]:
+    return page.count('<tr class="test '), page.count('<td class="cell ')
+
+
+def test_bineval_html_writes_the_page_relative_to_the_rootdir(pytester: pytest.Pytester,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    make_project(pytester)
+    monkeypatch.chdir(pytester.mkdir("elsewhere"))
+    result = pytester.runpytest("--bineval-html=out/report.html", str(pytester.path))
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*= bineval summary =*", "bineval html report: out/report.html"])
+    assert not (pytester.path / "elsewhere" / "out").exists()
+    page = (pytester.path / "out" / "report.html").read_text(encoding="utf-8")
+    assert rows_and_cells(page) == (2, 6)
+    assert "scripted no for: Does the response meet consistency check 2?" in page
+    assert "::test_bad" in page and "A wrong summary." in page
+
+
+def test_ini_bineval_html_and_the_json_report_from_one_run(pytester: pytest.Pytester) -> None:
+    make_project(pytester, ini="bineval_html = from_ini.html")
+    pytester.runpytest("--bineval-report=report.json").assert_outcomes(passed=1, failed=1)
+    page = (pytester.path / "from_ini.html").read_text(encoding="utf-8")
+    doc = ReportDocument.load(pytester.path / "report.json")
+    assert page == render_html(doc)  # the page of the very document the JSON report holds
+    assert f"{doc.generator} &middot; {doc.created}" in page
+
+
+def test_xdist_controller_writes_one_page_with_every_worker_s_evaluations(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makepyfile(test_more='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.parametrize("i", range(4))
+        @pytest.mark.bineval(task="Summarize the article.")
+        def test_many(i):
+            assert_passes(f"summary {i}", dimension="fluency")
+    ''')
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--bineval-html=report.html")
+    result.assert_outcomes(passed=5, failed=1)
+    assert result.stdout.str().count("bineval html report: report.html") == 1
+    page = (pytester.path / "report.html").read_text(encoding="utf-8")
+    assert rows_and_cells(page) == (6, 6 + 4 * 2)
+    assert '<dd id="total-evaluations">6</dd>' in page
+
+
+# -- bineval report -----------------------------------------------------------------------------------------
+
+def test_bineval_report_renders_a_saved_report_against_a_baseline(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    base, now = tmp_path / "base.json", tmp_path / "now.json"
+    document(record("t::a", {"consistency": ["yes", "yes"]})).write(base)
+    document(record("t::a", {"consistency": ["no", "yes"]}), record("t::b", {"fluency": ["yes"]})).write(now)
+    out = tmp_path / "html" / "report.html"
+    assert main(["report", str(now), "--baseline", str(base), "--html", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {out}: 2 evaluations (1 passed, 1 below threshold, 0 judge error)" in printed
+    assert f"compared with {base}: 1 regressed question(s) (yes -> no), 0 fixed, 2 questions compared" in printed
+    page = out.read_text(encoding="utf-8")
+    assert rows_and_cells(page) == (2, 3) and '<td class="cell no regressed"' in page
+    assert main(["report", str(now), "--html", str(tmp_path / "plain.html")]) == 0
+    plain = (tmp_path / "plain.html").read_text(encoding="utf-8")
+    assert '<td class="cell no regressed"' not in plain and 'value="regressed" disabled' in plain
+
+
+@pytest.mark.parametrize("content", ["not json", '{"format": 9}', "[]"])
+def test_bineval_report_names_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    out = tmp_path / "out.html"
+    assert main(["report", str(bad), "--html", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bineval: error: ") and str(bad) in err
+    assert not out.exists()
