@@ -1,0 +1,332 @@
+"""The HTML report in a real browser: headless Chromium (the system's, e.g. Debian's package ``chromium``)
+driven by Playwright's Python package, which never downloads a browser of its own here.
+
+A pytester run with the scripted fake judge makes the report (passing, failing, judge-error, regressed
+tests and an output holding ``<script>``); the checks run on the DOM after the page's script ran. Outside
+CI the tests skip, saying why, when no Chromium (or Playwright) is found; with ``CI`` set they fail.
+
+The checks also run on any report from the command line::
+
+    python tests/test_html_browser.py example_project/report.html
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_bineval.cli import main
+from pytest_bineval.record import ReportDocument
+
+pytest_plugins = ["pytester"]
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# Offline: no background requests, no component updates, nothing the closed network would refuse.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--no-first-run"]
+VIEWPORT = {"width": 1400, "height": 900}
+
+
+def find_chromium() -> str | None:
+    """``$BINEVAL_CHROMIUM``, else the first Chromium on the PATH."""
+    explicit = os.environ.get("BINEVAL_CHROMIUM")
+    if explicit:
+        return explicit if Path(explicit).is_file() else None
+    return next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
+
+
+def browser_or_skip() -> str:
+    """The Chromium to use; a skip (a failure in CI, where this test must run) when there is none."""
+    missing = None
+    chromium = find_chromium()
+    if chromium is None:
+        missing = ("no Chromium found (looked for $BINEVAL_CHROMIUM, then " + ", ".join(CHROMIUM_NAMES) +
+                   " on the PATH): install Debian's package with `apt-get install -y chromium`")
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            missing = "the Python package playwright (the [test] extra) is not installed"
+    if missing is None:
+        assert chromium is not None
+        return chromium
+    if os.environ.get("CI"):
+        pytest.fail(f"the HTML report's browser test must run in CI, but {missing} (.ci/run installs it)")
+    pytest.skip(f"HTML report browser test skipped: {missing}")
+
+
+@contextlib.contextmanager
+def chromium(executable: str, profile: Path) -> Iterator[Any]:
+    """A headless Chromium with a fresh profile directory; yields its Playwright browser context."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=executable, headless=True, args=CHROMIUM_FLAGS, viewport=VIEWPORT)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@dataclass
+class Opened:
+    """A report page and what its console said."""
+
+    page: Any
+    console: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def js(self, expression: str, arg: Any = None) -> Any:
+        return self.page.evaluate(expression, arg)
+
+    def visible_rows(self) -> list[str]:
+        return list(self.js("Array.from(document.querySelectorAll('tr.test:not([hidden]) .testid'))"
+                            ".map(e => e.textContent)"))
+
+    def inspector(self) -> str:
+        return str(self.page.inner_text(".detail.shown .inspector"))
+
+    def show(self, mode: str) -> None:
+        self.page.check(f'input[name="show"][value="{mode}"]')
+
+    def console_errors(self) -> list[str]:
+        return [f"{kind}: {text}" for kind, text in self.console if kind in ("error", "assert")] + self.errors
+
+
+def open_report(context: Any, path: Path) -> Opened:
+    page = context.new_page()
+    opened = Opened(page)
+    page.on("console", lambda m: opened.console.append((m.type, m.text)))
+    page.on("pageerror", lambda e: opened.errors.append(f"page error: {e}"))
+    page.goto(path.resolve().as_uri())
+    page.wait_for_load_state("load")
+    return opened
+
+
+def check_report(opened: Opened, screenshot: Path) -> dict[str, Any]:
+    """The checks every report passes: the script ran, one row per evaluation and one cell per verdict,
+    a failing question's explanation appears on click and on hover, the filter works, and no page script
+    but the report's own ran; returns what the page holds (for checks of a known report)."""
+    facts: dict[str, Any] = opened.js("""() => ({
+        js: document.documentElement.classList.contains('js'),
+        rows: document.querySelectorAll('tr.test').length,
+        evaluations: Number(document.getElementById('total-evaluations').textContent),
+        cells: document.querySelectorAll('td.cell').length,
+        verdicts: document.querySelectorAll('.detail li.verdict').length,
+        failing: document.querySelectorAll('tr.test:not([data-outcome="passed"])').length,
+        shownDetails: document.querySelectorAll('.detail.shown').length,
+        scripts: document.scripts.length,
+        images: document.images.length,
+        pwned: typeof window.__pwned,
+    })""")
+    assert facts["js"] and facts["shownDetails"] == 1, "the report's script did not run"
+    assert facts["rows"] == facts["evaluations"]
+    assert facts["cells"] == facts["verdicts"]
+    assert facts["scripts"] == 1 and facts["images"] == 0 and facts["pwned"] == "undefined"
+
+    no = opened.page.locator("td.cell.no").first
+    if no.count():
+        cell_id = no.get_attribute("data-cell")
+        explanation = opened.page.inner_text(f"#v-{cell_id} .x")
+        question = opened.page.inner_text(f"#v-{cell_id} .q")
+        no.click()
+        assert explanation in opened.inspector() and question in opened.inspector()
+        no.hover()
+        title = no.get_attribute("title") or ""
+        assert question in title and "answer: no" in title and explanation in title
+    opened.show("failing")
+    assert len(opened.visible_rows()) == facts["failing"]
+    opened.show("all")
+    assert len(opened.visible_rows()) == facts["rows"]
+    opened.page.screenshot(path=str(screenshot), full_page=True)
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert opened.console_errors() == []
+    return facts
+
+
+# -- a report made by a real pytester run --------------------------------------------------------------------
+
+CONFTEST = '''
+from pathlib import Path
+from pytest_bineval.testing import ScriptedModel
+
+CHANGING = Path(__file__).with_name("changing_answer.txt")
+
+def answer(req):
+    out, q = req.output, req.question
+    if out.startswith("A wrong") and q.endswith("consistency check 2?"):
+        return "no"
+    if out.startswith("An unjudgeable") and q.endswith("consistency check 1?"):
+        return RuntimeError("provider exploded: 503")
+    if out.startswith("A changing") and q.endswith("consistency check 1?"):
+        return CHANGING.read_text().strip()
+    return "yes"
+
+FAKE = ScriptedModel(provider="browserfake", answers=answer).register()
+'''
+
+EVIL = ("<script>window.__pwned = 1; console.error('pwned')</script>"
+        "<img src=\"x\" onerror=\"window.__pwned = 2\">")
+
+TESTS = f'''
+import pytest
+from pytest_bineval import assert_passes
+
+ARTICLE = "The council approved the new ferry timetable on Monday."
+pytestmark = pytest.mark.bineval(task="Summarize the article.")
+
+def test_passing():
+    assert_passes("A fine summary.", dimension=["consistency", "fluency"], source=ARTICLE)
+
+def test_failing():
+    assert_passes("A wrong summary.", dimension=["consistency", "fluency"], source=ARTICLE)
+
+def test_judge_error():
+    assert_passes("An unjudgeable summary.", dimension="consistency", source=ARTICLE)
+
+def test_untrusted_output():
+    assert_passes({EVIL!r}, dimension="fluency")
+
+def test_regressed():  # still passes its threshold: only the baseline shows what got worse
+    assert_passes("A changing summary.", dimension="consistency", threshold=0.5, source=ARTICLE)
+'''
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _litellm_imported_once() -> None:
+    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
+    from pytest_bineval.llm.client import import_litellm
+
+    import_litellm()
+
+
+def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester) -> None:
+    executable = browser_or_skip()
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\nbineval_model = browserfake/judge\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_summaries=TESTS)
+    changing = pytester.path / "changing_answer.txt"
+    changing.write_text("yes")
+    pytester.runpytest("--bineval-cache=off", "--bineval-report=base.json").assert_outcomes(
+        passed=3, failed=1, errors=1)
+    changing.write_text("no")
+    result = pytester.runpytest("--bineval-cache=off", "--bineval-report=report.json", "--bineval-html=report.html")
+    result.assert_outcomes(passed=3, failed=1, errors=1)
+    result.stdout.fnmatch_lines(["bineval html report: report.html"])
+    assert main(["report", "report.json", "--baseline", "base.json", "--html", "vs-baseline.html"]) == 0
+    document = ReportDocument.load(pytester.path / "report.json")
+    verdicts = sum(len(r.verdicts) for r in document.evaluations)
+    assert (len(document.evaluations), verdicts) == (5, 14)
+
+    with chromium(executable, pytester.path / "chromium-profile") as context:
+        page = open_report(context, pytester.path / "report.html")
+        facts = check_report(page, pytester.path / "report.png")
+        assert (facts["rows"], facts["cells"], facts["failing"]) == (5, 14, 2)
+        # the page opens on the first test that did not pass
+        assert page.js("document.querySelector('tr.test.selected .testid').textContent").endswith("::test_failing")
+        failing = page.page.locator("tr.test.failed td.cell.no")
+        assert failing.count() == 1
+        failing.click()
+        assert "scripted no for: Does the response meet consistency check 2?" in page.inspector()
+        page.page.locator("tr.test.error td.cell.error").click()
+        assert "provider exploded: 503" in page.inspector()
+        # the untrusted output is text: shown as written, never run
+        page.page.locator("tr.test", has_text="test_untrusted_output").locator("th.name").click()
+        assert page.page.inner_text(".detail.shown pre.output") == EVIL
+        assert page.js("typeof window.__pwned") == "undefined" and page.js("document.images.length") == 0
+        page.show("failing")
+        assert [t.split("::")[-1] for t in page.visible_rows()] == ["test_failing", "test_judge_error"]
+        assert page.page.inner_text("#shown") == "showing 2 of 5"
+        assert page.js("document.querySelector('input[value=\"regressed\"]').disabled") is True
+        assert page.console_errors() == []
+
+        diff = open_report(context, pytester.path / "vs-baseline.html")
+        check_report(diff, pytester.path / "report-vs-baseline.png")
+        assert "1 regressed question(s) (yes \u2192 no)" in diff.page.inner_text("#baseline")
+        diff.show("regressed")
+        assert [t.split("::")[-1] for t in diff.visible_rows()] == ["test_regressed"]
+        regressed = diff.page.locator("td.cell.regressed")
+        assert regressed.count() == 1
+        regressed.click()
+        assert "baseline: yes" in diff.inspector()
+        assert "scripted no for: Does the response meet consistency check 1?" in diff.inspector()
+        diff.show("all")
+        diff.page.locator("tr.test.failed td.cell.no").click()  # the picture of docs/html-report.md
+        diff.page.screenshot(path=str(pytester.path / "report-vs-baseline.png"), full_page=True)
+        assert diff.console_errors() == []
+    target = os.environ.get("BINEVAL_SCREENSHOT_TO")
+    if target:  # BINEVAL_SCREENSHOT_TO=docs/img/html-report.png refreshes the documentation's picture
+        shutil.copyfile(pytester.path / "report-vs-baseline.png", target)
+
+
+@pytest.mark.local_model
+def test_report_of_the_real_embedded_judge_in_headless_chromium(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """A run against the real embedded judge (a pinned hand-written checklist: no generation)."""
+    executable = browser_or_skip()
+    checklist = {
+        "task": "Summarize the article in one sentence.",
+        "dimensions": {"consistency": "The summary states only facts from the article."},
+        "requirements": ["The summary states only facts from the article."],
+        "questions": [
+            {"id": "consistency-1", "dimension": "consistency", "text": "Does the summary name the city mentioned "
+             "in the article?", "no_example": "", "requirement": ""},
+            {"id": "consistency-2", "dimension": "consistency", "text": "Is every number in the summary also in "
+             "the article?", "no_example": "", "requirement": ""},
+        ],
+        "model": "hand-written",
+        "prompt_version": "1",
+    }
+    pin = pytester.path / "__bineval__" / "test_real" / "test_real_judge.json"
+    pin.parent.mkdir(parents=True)
+    pin.write_text(json.dumps({"format": 1, "checklists": [checklist]}))
+    pytester.makepyfile(test_real=textwrap.dedent('''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        ARTICLE = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
+
+        @pytest.mark.bineval(task="Summarize the article in one sentence.",
+                             dimensions=[{"consistency": "The summary states only facts from the article."}])
+        def test_real_judge():
+            assert_passes("Lyon opened a 40 million euro bridge. <b>bold?</b>", source=ARTICLE, threshold=0.0)
+    '''))
+    result = pytester.runpytest_subprocess("--bineval-strict", "--bineval-report=report.json",
+                                           "--bineval-html=report.html", f"--bineval-cache-dir={tmp_path / 'c'}",
+                                           timeout=600)
+    result.assert_outcomes(passed=1)
+    (record,) = ReportDocument.load(pytester.path / "report.json").evaluations
+    assert record.model == "bineval/smollm2-135m-instruct" and len(record.verdicts) == 2
+    with chromium(executable, tmp_path / "profile") as context:
+        page = open_report(context, pytester.path / "report.html")
+        facts = check_report(page, pytester.path / "report.png")
+        assert (facts["rows"], facts["cells"]) == (1, 2)
+        assert page.page.inner_text(".detail.shown pre.output") == record.output
+        for n, verdict in enumerate(record.verdicts):
+            page.page.locator("td.cell").nth(n).click()
+            shown = page.inspector()
+            assert verdict.question in shown and verdict.answer in shown
+            assert " ".join(verdict.explanation.split()) in " ".join(shown.split())
+
+
+if __name__ == "__main__":  # python tests/test_html_browser.py REPORT.html [...]: the checks on any report
+    executable = find_chromium()
+    if executable is None:
+        raise SystemExit("no Chromium found: apt-get install -y chromium, or set BINEVAL_CHROMIUM")
+    with tempfile.TemporaryDirectory() as tmp, chromium(executable, Path(tmp) / "profile") as context:
+        for arg in sys.argv[1:]:
+            shot = Path(arg).with_suffix(".png")
+            found = check_report(open_report(context, Path(arg)), shot)
+            print(f"{arg}: ok ({found['rows']} rows, {found['cells']} cells, {found['failing']} not passed); "
+                  f"screenshot {shot}")
