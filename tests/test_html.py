@@ -326,3 +326,17 @@ def test_bineval_report_names_a_bad_file(tmp_path: Path, capsys: pytest.CaptureF
     err = capsys.readouterr().err
     assert err.startswith("bineval: error: ") and str(bad) in err
     assert not out.exists()
+
+
+def test_the_page_is_written_atomically_with_the_usual_permissions(tmp_path: Path) -> None:
+    import os
+
+    from pytest_bineval.outputs.html import write_html
+
+    old = os.umask(0o022)
+    try:
+        path = write_html(tmp_path / "new" / "report.html", document(record("t::a", {"fluency": ["yes"]})))
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644  # an artifact others may read, not a private temp file
+    assert [p.name for p in path.parent.iterdir()] == ["report.html"]  # no temporary file left behind

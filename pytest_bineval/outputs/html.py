@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import tempfile
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -194,6 +194,12 @@ class Row:
     @property
     def dom_id(self) -> str:
         return f"t{self.index}"
+
+    @property
+    def key_parts(self) -> tuple[str, str]:
+        """(``tests/test_x.py::``, ``test_y[param] #1``): the module part is shown smaller."""
+        head, sep, tail = self.record.key.partition("::")
+        return (head + sep, tail) if sep else ("", head)
 
     @property
     def verdict_cells(self) -> list[Cell]:
@@ -428,12 +434,13 @@ def write_html(path: str | os.PathLike[str], document: ReportDocument, diff: Bas
     text = render_html(document, diff, unstable=unstable)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".report-", suffix=".tmp")
+    # created like any file (the umask decides who may read it: it is an artifact to share), then renamed
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with open(tmp, "x", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return target

@@ -12,15 +12,16 @@
     return document.getElementById("detail-" + index);
   }
 
+  function clearFocus() {
+    Array.prototype.forEach.call(document.querySelectorAll(".verdict.focus, td.cell.active"), function (el) {
+      el.classList.remove("focus");
+      el.classList.remove("active");
+    });
+  }
+
   function inspect(panel, cellId) {
     var box = panel.querySelector(".inspector");
     var item = document.getElementById("v-" + cellId);
-    Array.prototype.forEach.call(document.querySelectorAll(".verdict.focus"), function (el) {
-      el.classList.remove("focus");
-    });
-    Array.prototype.forEach.call(document.querySelectorAll("td.cell.active"), function (el) {
-      el.classList.remove("active");
-    });
     if (!item) return;
     item.classList.add("focus");
     var copy = item.cloneNode(true);
@@ -38,6 +39,7 @@
     Array.prototype.forEach.call(document.querySelectorAll(".detail.shown"), function (el) {
       el.classList.remove("shown");
     });
+    clearFocus();
     var panel = detail(row.getAttribute("data-index"));
     if (!panel) return;
     panel.classList.add("shown");
