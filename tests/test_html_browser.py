@@ -212,7 +212,8 @@ def _litellm_imported_once() -> None:
     import_litellm()
 
 
-def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester) -> None:
+def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester,
+                                                       request: pytest.FixtureRequest) -> None:
     executable = browser_or_skip()
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\nbineval_model = browserfake/judge\nasyncio_default_fixture_loop_scope = function\n")
@@ -268,7 +269,7 @@ def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester
         assert diff.console_errors() == []
     target = os.environ.get("BINEVAL_SCREENSHOT_TO")
     if target:  # BINEVAL_SCREENSHOT_TO=docs/img/html-report.png refreshes the documentation's picture
-        shutil.copyfile(pytester.path / "report-vs-baseline.png", target)
+        shutil.copyfile(pytester.path / "report-vs-baseline.png", request.config.invocation_params.dir / target)
 
 
 @pytest.mark.local_model

@@ -1,0 +1,70 @@
+"""The documentation site (mkdocs.yml, docs/): generated parts match the code, every page is in the nav.
+``mkdocs build --strict`` itself runs in ``tox -e docs`` and in .ci/run."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from pytest_bineval.options import SPECS, dest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def load_hook() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("options_reference", DOCS / "hooks" / "options_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_configuration_reference_matches_the_option_definitions() -> None:
+    hook = load_hook()
+    committed = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    assert committed == hook.fill(committed), (
+        "docs/configuration.md is out of date with the options: run `python docs/hooks/options_reference.py`")
+
+
+def test_the_reference_lists_every_option_with_its_ini_key_and_default() -> None:
+    table = load_hook().options_table()
+    rows = [line for line in table.splitlines() if line.startswith("| `--bineval-")]
+    assert len(rows) == len(SPECS)
+    for spec, row in zip(SPECS, rows, strict=True):
+        assert row.startswith(f"| `--bineval-{spec.name}") and f"`{dest(spec)}`" in row
+        default = "off" if spec.parse is None else str(spec.default)
+        assert f"| {default.replace('_', chr(92) + '_')} |" in row, (spec.name, row)
+    assert "`bineval_html`" in table and "`--bineval-model MODEL`<br>`bineval_model` | `--model MODEL` |" in table
+
+
+def test_the_hook_fills_only_between_its_markers() -> None:
+    hook = load_hook()
+    page = "intro\n<!-- options:start -->\nOLD TABLE\n<!-- options:end -->\noutro\n"
+    filled = hook.fill(page)
+    assert filled.startswith("intro\n<!-- options:start -->\n| pytest flag") and filled.endswith(
+        "<!-- options:end -->\noutro\n") and "OLD TABLE" not in filled
+    with pytest.raises(ValueError, match="lacks the markers"):
+        hook.fill("no markers here")
+
+
+def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    block = text[text.index("\nnav:\n") + 6:]
+    block = block[: re.search(r"^\S", block, re.MULTILINE).start()]  # type: ignore[union-attr]
+    listed = re.findall(r":\s*(\S+\.md)\s*$", block, re.MULTILINE)
+    pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md") if "hooks" not in p.parts)
+    assert sorted(listed) == pages
+
+
+def test_getting_started_carries_the_readme_commands_verbatim() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    page = (DOCS / "getting-started.md").read_text(encoding="utf-8")
+    commands = re.findall(r"^python3 -m venv .*$", readme, re.MULTILINE)
+    assert len(commands) == 2
+    for command in commands:
+        assert command in page
