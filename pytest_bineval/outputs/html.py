@@ -31,9 +31,26 @@ Answer = Literal["yes", "no", "error"]
 # -- comparison with a baseline report ----------------------------------------------------------------------
 
 
+ChangeKind = Literal["regression", "unstable flip", "fix", "judge error", "recovered"]
+
+
+def classify(before: Answer, after: Answer) -> ChangeKind | None:
+    """What changed between two answers to one question (None: the same answer)."""
+    if before == after:
+        return None
+    if after == "error":
+        return "judge error"
+    if before == "error":
+        return "recovered"
+    return "regression" if before == "yes" else "fix"
+
+
 @dataclass(frozen=True)
 class Change:
-    """A question whose answer differs from the baseline's: same record key, same question id."""
+    """A question whose answer differs from the baseline's: same record key, same question id.
+
+    ``regression``: yes -> no; ``fix``: no -> yes; ``judge error``: an answer became one; ``recovered``: a
+    judge error became an answer; ``unstable flip``: yes <-> no of a question whose repeats disagree."""
 
     key: str
     question_id: str
@@ -41,16 +58,17 @@ class Change:
     question: str
     before: Answer
     after: Answer
+    kind: ChangeKind
     before_explanation: str = ""
 
     @property
     def regression(self) -> bool:
-        """yes -> no: the output got worse on this question."""
-        return self.before == "yes" and self.after == "no"
+        """yes -> no of a stable question: the output got worse on this question."""
+        return self.kind == "regression"
 
     @property
     def fix(self) -> bool:
-        return self.before == "no" and self.after == "yes"
+        return self.kind == "fix"
 
 
 @dataclass(frozen=True)
@@ -91,10 +109,12 @@ def diff_reports(current: ReportDocument, baseline: ReportDocument, label: str =
             if was is None:
                 continue
             compared += 1
-            if was.answer != v.answer:
+            kind = classify(was.answer, v.answer)
+            if kind is not None:
                 changes[(rec.key, v.question_id)] = Change(
                     key=rec.key, question_id=v.question_id, dimension=v.dimension, question=v.question,
-                    before=was.answer, after=v.answer, before_explanation=was.explanation)
+                    before=was.answer, after=v.answer, kind=kind,
+                    before_explanation=(was.error or "") if was.answer == "error" else was.explanation)
     keys = {r.key for r in current.evaluations}
     return BaselineDiff(
         label=label, created=baseline.created, changes=changes, new_keys=frozenset(keys - before.keys()),
