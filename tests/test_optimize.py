@@ -396,9 +396,10 @@ def test_one_iteration_with_the_embedded_model(tmp_path: Path) -> None:
     eng = Engine(Settings(model=DEFAULT_MODEL, cache_dir=str(tmp_path / "cache")))
     path = tmp_path / "gen.md"
     path.write_text(PROMPT)
-    recs = [record("t::a", "failed", [("consistency", Q_NUM, "no"), ("relevance", Q_LEN, "no")])]
-    recs[0]["output"] = "The bridge cost 90 million euros and opened in 1999. It is long. It is red. It is new."
-    recs[0]["source"] = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
+    recs = [record("t::a", "failed", [("consistency", Q_NUM, "no"), ("relevance", Q_LEN, "no")]).model_copy(update={
+        "output": "The bridge cost 90 million euros and opened in 1999. It is long. It is red. It is new.",
+        "source": "The city of Lyon opened a new bridge on Monday. It cost 40 million euros.",
+    })]
     try:
         result = run_sync(PromptOptimizer(eng).step("gen.md", path, recs))
     finally:
