@@ -58,7 +58,10 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
     block = block[: re.search(r"^\S", block, re.MULTILINE).start()]  # type: ignore[union-attr]
     listed = re.findall(r":\s*(\S+\.md)\s*$", block, re.MULTILINE)
     pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md") if "hooks" not in p.parts)
-    assert sorted(listed) == pages
+    missing = sorted(set(pages) - set(listed))
+    assert not missing, f"pages missing from the nav of mkdocs.yml (add them there): {missing}"
+    dangling = sorted(set(listed) - set(pages))
+    assert not dangling, f"the nav of mkdocs.yml lists pages that do not exist: {dangling}"
 
 
 def test_getting_started_carries_the_readme_commands_verbatim() -> None:
