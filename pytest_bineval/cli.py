@@ -86,18 +86,22 @@ def cmd_align(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .outputs.html import diff_reports, write_html
+    from .outputs.html import BaselineDiff, diff_reports, write_html
     from .record import ReportDocument
 
     document = ReportDocument.load(args.report)
-    diff = diff_reports(document, ReportDocument.load(args.baseline), args.baseline) if args.baseline else None
+    if args.baseline:
+        diff: BaselineDiff | None = diff_reports(document, ReportDocument.load(args.baseline), args.baseline)
+    else:  # the run's own comparison, when it was made with --bineval-baseline
+        diff = BaselineDiff.of(document.regressions) if document.regressions is not None else None
     write_html(args.html, document, diff)
     t = document.totals
     print(f"wrote {args.html}: {t.evaluations} evaluations ({t.passed} passed, {t.failed} below threshold, "
           f"{t.errors} judge error)")
     if diff is not None:
-        print(f"compared with {args.baseline}: {len(diff.regressions)} regressed question(s) (yes -> no), "
-              f"{len(diff.fixes)} fixed, {diff.compared} questions compared")
+        print(f"compared with {diff.label}: {len(diff.of_kind('regression'))} regressed question(s) (yes -> no), "
+              f"{len(diff.of_kind('fix'))} fixed, {len(diff.of_kind('unstable flip'))} unstable flip(s), "
+              f"{diff.compared} questions compared")
     return 0
 
 
@@ -144,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="render a saved --bineval-report JSON as a self-contained HTML page",
         description="Render a report written by --bineval-report (any format this version reads), e.g. a CI "
                     "artifact, as one HTML file that opens from disk. With --baseline, the questions answered "
-                    "yes there and no here are marked as regressions.")
+                    "yes there and no here are marked as regressions; without it, the comparison the report "
+                    "holds (a run with --bineval-baseline) is shown.")
     p.add_argument("report", metavar="REPORT.json", help="the --bineval-report file")
     p.add_argument("--baseline", metavar="BASE.json", default=None,
                    help="an earlier report to compare with, question by question")

@@ -27,14 +27,18 @@ EVIL = '<script>window.__pwned = 1</script><img src=x onerror="alert(1)">"\'&'
 def record(test: str, answers: dict[str, list[str]], *, thresholds: dict[str, float] | None = None,
            output: str = "A summary.", source: str | None = "An article.", index: int = 0,
            question: str = "Does the response meet {d} check {i}?", explanation: str = "scripted {a}",
-           task: str = "Summarize the article.") -> EvaluationRecord:
-    """A record as assert_passes makes it: ``answers`` maps a dimension to its answers in checklist order."""
-    verdicts = [
-        Verdict(question_id=f"{d}-{i}", dimension=d, question=question.format(d=d, i=i), answer=a,  # type: ignore[arg-type]
-                explanation="" if a == "error" else explanation.format(a=a),
-                error="provider exploded: 503" if a == "error" else None)
-        for d, seq in answers.items() for i, a in enumerate(seq, 1)
-    ]
+           task: str = "Summarize the article.", repeats: dict[str, list[str]] | None = None) -> EvaluationRecord:
+    """A record as assert_passes makes it: ``answers`` maps a dimension to its answers in checklist order,
+    ``repeats`` a question id to the answers of its repeats (--bineval-repeats)."""
+    def verdict(d: str, i: int, a: str) -> Verdict:
+        asked = (repeats or {}).get(f"{d}-{i}", [])
+        agreement = max(asked.count("yes"), asked.count("no")) / len(asked) if asked else None
+        return Verdict(question_id=f"{d}-{i}", dimension=d, question=question.format(d=d, i=i), answer=a,  # type: ignore[arg-type]
+                       explanation="" if a == "error" else explanation.format(a=a),
+                       error="provider exploded: 503" if a == "error" else None, repeats=asked,  # type: ignore[arg-type]
+                       agreement=agreement)
+
+    verdicts = [verdict(d, i, a) for d, seq in answers.items() for i, a in enumerate(seq, 1)]
     evaluation = Evaluation(task=task, model="fake/judge", dimensions=list(answers), verdicts=verdicts,
                             usage=Usage(llm_calls=len(verdicts)))
     return EvaluationRecord.build(test=test, evaluation=evaluation, questions=[], checklist_status="pinned",
@@ -145,32 +149,36 @@ def test_diff_marks_regressions_fixes_and_new_or_removed_evaluations() -> None:
                    record("t::new", {"consistency": ["no"]}),
                    record("t::a", {"fluency": ["yes"]}, index=1))
     diff = diff_reports(now, base, "base.json")
-    assert [(c.key, c.question_id) for c in diff.regressions] == [("t::a", "consistency-1")]
-    assert [(c.key, c.question_id) for c in diff.fixes] == [("t::a", "consistency-2")]
-    assert diff.changes[("t::a", "consistency-3")].after == "error"
+    assert sorted((c.question_id, c.kind) for d in diff.report.compared for c in d.changes) == [
+        ("consistency-1", "regression"), ("consistency-2", "fix"), ("consistency-3", "judge error")]
     assert diff.new_keys == {"t::new"} and diff.removed_keys == ("t::gone",) and diff.compared == 4
     view = build_view(now, diff)
     first = view.rows[0]
     assert first.regressed and [c.css for c in first.verdict_cells] == ["cell no regressed", "cell yes fixed",
                                                                          "cell error"]
     change = first.verdict_cells[0].change
-    assert change is not None and change.before_explanation == "scripted yes"
+    assert change is not None and change.baseline_explanation == "scripted yes"
     assert view.rows[1].new and not view.rows[1].regressed and view.regressed == 1
     assert first.bars[0].delta == "-0.17"  # 0.50 (1 of 2 answered) - 0.67
     page = render_html(now, diff)
-    assert "1 regressed question(s)" in page and "1 gone: t::gone" in page
+    assert "1 regressed question(s)" in page and "1 new judge error(s)" in page and "1 gone: t::gone" in page
     assert '<input type="radio" name="show" value="regressed">' in page  # the filter is enabled
-    assert ('<span class="was">baseline: yes &ndash; scripted yes</span></li>' in page)
+    assert '<span class="was">regression; baseline: yes &ndash; scripted yes</span></li>' in page
 
 
-def test_unstable_answers_are_marked_when_repeats_report_them() -> None:
-    rec = record("t::a", {"consistency": ["yes", "no"]})
-    view = build_view(document(rec), unstable=frozenset({("t::a", "consistency-2")}))
-    assert [c.css for c in view.rows[0].verdict_cells] == ["cell yes", "cell no unstable"]
-    assert view.unstable == 1
-    page = render_html(document(rec), unstable=frozenset({("t::a", "consistency-2")}))
-    assert '<dt>unstable answers</dt><dd>1</dd>' in page
-    assert '<span class="a no">no (unstable)</span>' in page
+def test_repeats_mark_unstable_answers_and_an_unstable_flip_is_not_a_regression() -> None:
+    base = document(record("t::a", {"consistency": ["yes", "yes"]}))
+    now = document(record("t::a", {"consistency": ["no", "no"]},
+                          repeats={"consistency-1": ["no", "yes", "no"], "consistency-2": ["no", "no", "no"]}))
+    view = build_view(now, diff_reports(now, base))
+    unstable, stable = view.rows[0].verdict_cells
+    assert unstable.css == "cell no flipped unstable" and stable.css == "cell no regressed"
+    assert unstable.repeats == "no, yes, no; agreement 0.67" and stable.repeats == "no, no, no; agreement 1.00"
+    assert (view.unstable, view.flipped, view.regressed) == (1, 1, 1)
+    page = render_html(now, diff_reports(now, base))
+    assert "<dt>unstable answers</dt><dd>1</dd>" in page and "1 unstable flip(s)" in page
+    assert '<span class="a no">no <small class="rep">(unstable: no, yes, no; agreement 0.67)</small></span>' in page
+    assert '<small class="rep" title="no, no, no; agreement 1.00">(&times;3)</small></span>' in page
 
 
 def test_no_evaluations_still_makes_a_page() -> None:
@@ -279,6 +287,26 @@ def test_ini_bineval_html_and_the_json_report_from_one_run(pytester: pytest.Pyte
     assert f"{doc.generator} &middot; {doc.created}" in page
 
 
+def test_a_run_with_a_baseline_shows_its_regressions_in_the_page(pytester: pytest.Pytester,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    make_project(pytester)
+    pytester.runpytest("--bineval-report=base.json").assert_outcomes(passed=1, failed=1)
+    base = json.loads((pytester.path / "base.json").read_text())
+    (bad,) = [e for e in base["evaluations"] if e["test"].endswith("::test_bad")]
+    (no,) = [v for v in bad["verdicts"] if v["answer"] == "no"]
+    no.update(answer="yes", explanation="it was fine before")  # so this run's "no" is a regression
+    (pytester.path / "base.json").write_text(json.dumps(base))
+    pytester.runpytest("--bineval-baseline=base.json", "--bineval-report=now.json",
+                       "--bineval-html=now.html").assert_outcomes(passed=1, failed=1)
+    page = (pytester.path / "now.html").read_text(encoding="utf-8")
+    assert page.count('<td class="cell no regressed"') == 1 and "1 regressed question(s)" in page
+    assert "regression; baseline: yes &ndash; it was fine before" in page
+    # bineval report shows the comparison the saved report holds, and renders the same page from it
+    assert main(["report", str(pytester.path / "now.json"), "--html", str(pytester.path / "again.html")]) == 0
+    assert "compared with base.json: 1 regressed question(s)" in capsys.readouterr().out
+    assert (pytester.path / "again.html").read_text(encoding="utf-8") == page
+
+
 def test_xdist_controller_writes_one_page_with_every_worker_s_evaluations(pytester: pytest.Pytester) -> None:
     make_project(pytester)
     pytester.makepyfile(test_more='''
@@ -309,7 +337,8 @@ def test_bineval_report_renders_a_saved_report_against_a_baseline(tmp_path: Path
     assert main(["report", str(now), "--baseline", str(base), "--html", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"wrote {out}: 2 evaluations (1 passed, 1 below threshold, 0 judge error)" in printed
-    assert f"compared with {base}: 1 regressed question(s) (yes -> no), 0 fixed, 2 questions compared" in printed
+    assert (f"compared with {base}: 1 regressed question(s) (yes -> no), 0 fixed, 0 unstable flip(s), "
+            "2 questions compared") in printed
     page = out.read_text(encoding="utf-8")
     assert rows_and_cells(page) == (2, 3) and '<td class="cell no regressed"' in page
     assert main(["report", str(now), "--html", str(tmp_path / "plain.html")]) == 0

@@ -1,9 +1,10 @@
 """The HTML report in a real browser: headless Chromium (the system's, e.g. Debian's package ``chromium``)
 driven by Playwright's Python package, which never downloads a browser of its own here.
 
-A pytester run with the scripted fake judge makes the report (passing, failing, judge-error, regressed
-tests and an output holding ``<script>``); the checks run on the DOM after the page's script ran. Outside
-CI the tests skip, saying why, when no Chromium (or Playwright) is found; with ``CI`` set they fail.
+A pytester run with the scripted fake judge makes the report (passing, failing, judge-error, regressed and
+unstable tests, and an output holding ``<script>``; three repeats, compared with a baseline run); the checks
+run on the DOM after the page's script ran. Outside CI the tests skip, saying why, when no Chromium (or
+Playwright) is found; with ``CI`` set they fail.
 
 The checks also run on any report from the command line::
 
@@ -163,6 +164,7 @@ from pathlib import Path
 from pytest_bineval.testing import ScriptedModel
 
 CHANGING = Path(__file__).with_name("changing_answer.txt")
+FLAKY = iter(["yes", "no"] * 100)  # the repeats of the flaky question: yes, no, yes (run 1); no, yes, no ...
 
 def answer(req):
     out, q = req.output, req.question
@@ -172,6 +174,8 @@ def answer(req):
         return RuntimeError("provider exploded: 503")
     if out.startswith("A changing") and q.endswith("consistency check 1?"):
         return CHANGING.read_text().strip()
+    if out.startswith("A flaky") and q.endswith("consistency check 1?"):
+        return next(FLAKY)
     return "yes"
 
 FAKE = ScriptedModel(provider="browserfake", answers=answer).register()
@@ -201,6 +205,9 @@ def test_untrusted_output():
 
 def test_regressed():  # still passes its threshold: only the baseline shows what got worse
     assert_passes("A changing summary.", dimension="consistency", threshold=0.5, source=ARTICLE)
+
+def test_unstable():  # the judge's repeats disagree on one question
+    assert_passes("A flaky summary.", dimension="consistency", threshold=0.5, source=ARTICLE)
 '''
 
 
@@ -220,21 +227,24 @@ def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester
     pytester.makepyfile(test_summaries=TESTS)
     changing = pytester.path / "changing_answer.txt"
     changing.write_text("yes")
-    pytester.runpytest("--bineval-cache=off", "--bineval-report=base.json").assert_outcomes(
-        passed=3, failed=1, errors=1)
+    run = ("--bineval-cache=off", "--bineval-repeats=3")
+    pytester.runpytest(*run, "--bineval-report=base.json").assert_outcomes(passed=4, failed=1, errors=1)
     changing.write_text("no")
-    result = pytester.runpytest("--bineval-cache=off", "--bineval-report=report.json", "--bineval-html=report.html")
-    result.assert_outcomes(passed=3, failed=1, errors=1)
+    result = pytester.runpytest(*run, "--bineval-baseline=base.json", "--bineval-report=report.json",
+                                "--bineval-html=report.html")
+    result.assert_outcomes(passed=4, failed=1, errors=1)
     result.stdout.fnmatch_lines(["bineval html report: report.html"])
     assert main(["report", "report.json", "--baseline", "base.json", "--html", "vs-baseline.html"]) == 0
     document = ReportDocument.load(pytester.path / "report.json")
     verdicts = sum(len(r.verdicts) for r in document.evaluations)
-    assert (len(document.evaluations), verdicts) == (5, 14)
+    assert (len(document.evaluations), verdicts) == (6, 16)
+    assert document.regressions is not None and len(document.regressions.changes("regression")) == 1
+    assert [u.key.split("::")[-1] for u in document.unstable] == ["test_unstable"]
 
     with chromium(executable, pytester.path / "chromium-profile") as context:
         page = open_report(context, pytester.path / "report.html")
         facts = check_report(page, pytester.path / "report.png")
-        assert (facts["rows"], facts["cells"], facts["failing"]) == (5, 14, 2)
+        assert (facts["rows"], facts["cells"], facts["failing"]) == (6, 16, 2)
         # the page opens on the first test that did not pass
         assert page.js("document.querySelector('tr.test.selected .testid').textContent").endswith("::test_failing")
         failing = page.page.locator("tr.test.failed td.cell.no")
@@ -247,22 +257,33 @@ def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester
         page.page.locator("tr.test", has_text="test_untrusted_output").locator("th.name").click()
         assert page.page.inner_text(".detail.shown pre.output") == EVIL
         assert page.js("typeof window.__pwned") == "undefined" and page.js("document.images.length") == 0
+        # repeats that disagree: the unstable cell, its answers on hover and in the inspector
+        unstable = page.page.locator("td.cell.unstable")
+        assert unstable.count() == 1
+        unstable.hover()
+        assert "answer: yes (unstable: yes, no, yes; agreement 0.67)" in (unstable.get_attribute("title") or "")
+        unstable.click()
+        assert "unstable: yes, no, yes" in page.inspector()
+        # the run's own comparison with --bineval-baseline
+        assert "1 regressed question(s) (yes \u2192 no)" in page.page.inner_text("#baseline")
+        page.show("regressed")
+        assert [t.split("::")[-1] for t in page.visible_rows()] == ["test_regressed"]
+        regressed = page.page.locator("td.cell.regressed")
+        assert regressed.count() == 1
+        regressed.click()
+        assert "regression; baseline: yes" in page.inspector()
+        assert "scripted no for: Does the response meet consistency check 1?" in page.inspector()
         page.show("failing")
         assert [t.split("::")[-1] for t in page.visible_rows()] == ["test_failing", "test_judge_error"]
-        assert page.page.inner_text("#shown") == "showing 2 of 5"
-        assert page.js("document.querySelector('input[value=\"regressed\"]').disabled") is True
+        assert page.page.inner_text("#shown") == "showing 2 of 6"
         assert page.console_errors() == []
 
+        # bineval report --baseline: the same comparison, made from the two saved reports
         diff = open_report(context, pytester.path / "vs-baseline.html")
         check_report(diff, pytester.path / "report-vs-baseline.png")
         assert "1 regressed question(s) (yes \u2192 no)" in diff.page.inner_text("#baseline")
         diff.show("regressed")
         assert [t.split("::")[-1] for t in diff.visible_rows()] == ["test_regressed"]
-        regressed = diff.page.locator("td.cell.regressed")
-        assert regressed.count() == 1
-        regressed.click()
-        assert "baseline: yes" in diff.inspector()
-        assert "scripted no for: Does the response meet consistency check 1?" in diff.inspector()
         diff.show("all")
         diff.page.locator("tr.test.failed td.cell.no").click()  # the picture of docs/html-report.md
         diff.page.screenshot(path=str(pytester.path / "report-vs-baseline.png"), full_page=True)

@@ -21,104 +21,69 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Literal
 
 from ..models import Verdict
-from ..record import DimensionResult, EvaluationRecord, ReportDocument
-
-Answer = Literal["yes", "no", "error"]
+from ..record import (
+    ChangeKind,
+    DimensionResult,
+    EvaluationRecord,
+    QuestionChange,
+    RegressionReport,
+    ReportDocument,
+)
 
 # -- comparison with a baseline report ----------------------------------------------------------------------
 
 
-ChangeKind = Literal["regression", "unstable flip", "fix", "judge error", "recovered"]
-
-
-def classify(before: Answer, after: Answer) -> ChangeKind | None:
-    """What changed between two answers to one question (None: the same answer)."""
-    if before == after:
-        return None
-    if after == "error":
-        return "judge error"
-    if before == "error":
-        return "recovered"
-    return "regression" if before == "yes" else "fix"
-
-
-@dataclass(frozen=True)
-class Change:
-    """A question whose answer differs from the baseline's: same record key, same question id.
-
-    ``regression``: yes -> no; ``fix``: no -> yes; ``judge error``: an answer became one; ``recovered``: a
-    judge error became an answer; ``unstable flip``: yes <-> no of a question whose repeats disagree."""
-
-    key: str
-    question_id: str
-    dimension: str
-    question: str
-    before: Answer
-    after: Answer
-    kind: ChangeKind
-    before_explanation: str = ""
-
-    @property
-    def regression(self) -> bool:
-        """yes -> no of a stable question: the output got worse on this question."""
-        return self.kind == "regression"
-
-    @property
-    def fix(self) -> bool:
-        return self.kind == "fix"
-
-
 @dataclass(frozen=True)
 class BaselineDiff:
-    """What changed between a baseline report and this one, per (record key, question id)."""
+    """The page's view of a :class:`~pytest_bineval.record.RegressionReport` (this run against a baseline,
+    made by :func:`pytest_bineval.baseline.diff_runs`): its changes by (record key, question id)."""
 
-    label: str
-    created: str
-    changes: dict[tuple[str, str], Change] = field(default_factory=dict)
-    new_keys: frozenset[str] = frozenset()  # evaluations the baseline does not have
-    removed_keys: tuple[str, ...] = ()  # evaluations only the baseline has
-    compared: int = 0  # questions answered in both runs (same key and question id)
+    report: RegressionReport
+    changes: dict[tuple[str, str], QuestionChange] = field(default_factory=dict)
     scores: dict[tuple[str, str], float | None] = field(default_factory=dict)  # (key, dimension) -> old score
 
-    @property
-    def regressions(self) -> list[Change]:
-        return [c for c in self.changes.values() if c.regression]
+    @classmethod
+    def of(cls, report: RegressionReport) -> BaselineDiff:
+        return cls(report=report,
+                   changes={(d.key, c.question_id): c for d in report.compared for c in d.changes},
+                   scores={(d.key, s.name): s.before for d in report.compared for s in d.scores})
 
     @property
-    def fixes(self) -> list[Change]:
-        return [c for c in self.changes.values() if c.fix]
+    def label(self) -> str:
+        return self.report.baseline or "the baseline"
+
+    @property
+    def created(self) -> str:
+        return self.report.baseline_created
+
+    @property
+    def new_keys(self) -> frozenset[str]:
+        """Evaluations the baseline does not have."""
+        return frozenset(r.key for r in self.report.added)
+
+    @property
+    def removed_keys(self) -> tuple[str, ...]:
+        """Evaluations only the baseline has."""
+        return tuple(r.key for r in self.report.removed)
+
+    @property
+    def compared(self) -> int:
+        """Questions asked in both runs (matched by id and text)."""
+        return sum(d.unchanged + len(d.changes) for d in self.report.compared)
+
+    def of_kind(self, kind: ChangeKind) -> list[QuestionChange]:
+        return [c for _, c in self.report.changes(kind)]
 
 
 def diff_reports(current: ReportDocument, baseline: ReportDocument, label: str = "baseline") -> BaselineDiff:
-    """Compare two reports question by question (yes -> no is a regression, no -> yes a fix)."""
-    before = {r.key: r for r in baseline.evaluations}
-    changes: dict[tuple[str, str], Change] = {}
-    scores: dict[tuple[str, str], float | None] = {}
-    compared = 0
-    for rec in current.evaluations:
-        old = before.get(rec.key)
-        if old is None:
-            continue
-        scores.update({(rec.key, d.name): d.score for d in old.dimensions})
-        old_verdicts = {v.question_id: v for v in old.verdicts}
-        for v in rec.verdicts:
-            was = old_verdicts.get(v.question_id)
-            if was is None:
-                continue
-            compared += 1
-            kind = classify(was.answer, v.answer)
-            if kind is not None:
-                changes[(rec.key, v.question_id)] = Change(
-                    key=rec.key, question_id=v.question_id, dimension=v.dimension, question=v.question,
-                    before=was.answer, after=v.answer, kind=kind,
-                    before_explanation=(was.error or "") if was.answer == "error" else was.explanation)
-    keys = {r.key for r in current.evaluations}
-    return BaselineDiff(
-        label=label, created=baseline.created, changes=changes, new_keys=frozenset(keys - before.keys()),
-        removed_keys=tuple(k for k in before if k not in keys), compared=compared, scores=scores)
+    """This report against a baseline report, question by question (:func:`pytest_bineval.baseline.diff_runs`:
+    yes -> no of a stable question is a regression, no -> yes a fix, a flip of an unstable one apart)."""
+    from ..baseline import diff_runs
+
+    return BaselineDiff.of(diff_runs(baseline.evaluations, current.evaluations, baseline=label,
+                                     created=baseline.created, generator=baseline.generator))
 
 
 # -- the view the template lays out -------------------------------------------------------------------------
@@ -167,16 +132,25 @@ class Cell:
 
     id: str
     verdict: Verdict
-    change: Change | None = None
-    unstable: bool = False
+    change: QuestionChange | None = None
+
+    @property
+    def unstable(self) -> bool:
+        """Asked more than once (``--bineval-repeats``), the judge gave both answers."""
+        return self.verdict.unstable
 
     @property
     def regressed(self) -> bool:
-        return self.change is not None and self.change.regression
+        return self.change is not None and self.change.kind == "regression"
 
     @property
     def fixed(self) -> bool:
-        return self.change is not None and self.change.fix
+        return self.change is not None and self.change.kind == "fix"
+
+    @property
+    def flipped(self) -> bool:
+        """yes <-> no of an unstable question: reported apart from a regression."""
+        return self.change is not None and self.change.kind == "unstable flip"
 
     @property
     def why(self) -> str:
@@ -184,15 +158,23 @@ class Cell:
         return (v.error or v.explanation) if v.answer == "error" else v.explanation
 
     @property
+    def repeats(self) -> str:
+        """``yes, no, yes; agreement 0.67`` when the question was asked more than once."""
+        v = self.verdict
+        if len(v.repeats) < 2:
+            return ""
+        agreement = "" if v.agreement is None else f"; agreement {v.agreement:.2f}"
+        return ", ".join(v.repeats) + agreement
+
+    @property
     def css(self) -> str:
-        flags = [f for f, on in (("regressed", self.regressed), ("fixed", self.fixed),
+        flags = [f for f, on in (("regressed", self.regressed), ("fixed", self.fixed), ("flipped", self.flipped),
                                  ("unstable", self.unstable)) if on]
         return " ".join(["cell", self.verdict.answer, *flags])
 
     @property
     def glyph(self) -> str:
         return {"yes": "\u2713", "no": "\u2717", "error": "!"}[self.verdict.answer]
-
 
 
 @dataclass(frozen=True)
@@ -346,6 +328,10 @@ class ReportView:
         return sum(r.unstable for r in self.rows)
 
     @property
+    def flipped(self) -> int:
+        return sum(c.flipped for r in self.rows for c in r.verdict_cells)
+
+    @property
     def cells(self) -> int:
         return sum(len(r.verdict_cells) for r in self.rows)
 
@@ -367,10 +353,11 @@ def _dimension_verdicts(rec: EvaluationRecord) -> dict[str, list[Verdict]]:
     return groups
 
 
-def build_view(document: ReportDocument, diff: BaselineDiff | None = None,
-               unstable: frozenset[tuple[str, str]] = frozenset()) -> ReportView:
-    """The view of ``document``; ``diff`` marks regressions and fixes, ``unstable`` holds the
-    (record key, question id) pairs whose answers differed across repeats."""
+def build_view(document: ReportDocument, diff: BaselineDiff | None = None) -> ReportView:
+    """The view of ``document``; ``diff`` (default: the document's own ``regressions``, when it was made with
+    ``--bineval-baseline``) marks what changed since the baseline."""
+    if diff is None and document.regressions is not None:
+        diff = BaselineDiff.of(document.regressions)
     records = document.evaluations
     grouped = [_dimension_verdicts(r) for r in records]
     sizes: dict[str, int] = {}
@@ -399,8 +386,7 @@ def build_view(document: ReportDocument, diff: BaselineDiff | None = None,
                     continue
                 v = verdicts[slot]
                 change = diff.changes.get((rec.key, v.question_id)) if diff else None
-                cells.append(Cell(id=f"t{i}-c{first + slot}", verdict=v, change=change,
-                                  unstable=(rec.key, v.question_id) in unstable))
+                cells.append(Cell(id=f"t{i}-c{first + slot}", verdict=v, change=change))
         compared = diff is not None and rec.key not in diff.new_keys
         bars = tuple(Bar(d, diff.scores.get((rec.key, d.name)) if diff else None, compared) for d in rec.dimensions)
         rows.append(Row(index=i, record=rec, bars=bars, cells=tuple(cells),
@@ -427,14 +413,13 @@ def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
-def render_html(document: ReportDocument, diff: BaselineDiff | None = None, *,
-                unstable: frozenset[tuple[str, str]] = frozenset()) -> str:
-    """The report as one self-contained HTML page; ``diff`` (:func:`diff_reports`) marks what changed
-    since a baseline, ``unstable`` the (record key, question id) pairs whose answers varied across repeats."""
+def render_html(document: ReportDocument, diff: BaselineDiff | None = None) -> str:
+    """The report as one self-contained HTML page; ``diff`` (:func:`diff_reports`; default: the document's
+    own comparison with ``--bineval-baseline``) marks what changed since a baseline."""
     import jinja2
     from markupsafe import Markup
 
-    view = build_view(document, diff, unstable)
+    view = build_view(document, diff)
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("pytest_bineval.outputs", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -448,10 +433,9 @@ def render_html(document: ReportDocument, diff: BaselineDiff | None = None, *,
         view=view, doc=document, totals=document.totals, style=Markup(style), script=Markup(script), csp=csp)
 
 
-def write_html(path: str | os.PathLike[str], document: ReportDocument, diff: BaselineDiff | None = None, *,
-               unstable: frozenset[tuple[str, str]] = frozenset()) -> Path:
+def write_html(path: str | os.PathLike[str], document: ReportDocument, diff: BaselineDiff | None = None) -> Path:
     """Render and write atomically (a reader never sees half a page); returns the path written."""
-    text = render_html(document, diff, unstable=unstable)
+    text = render_html(document, diff)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     # created like any file (the umask decides who may read it: it is an artifact to share), then renamed
