@@ -31,8 +31,9 @@ from .errors import (
     UsageError,
 )
 from .llm.providers import DEFAULT_MODEL, ensure_provider, register_provider
-from .models import Checklist, Evaluation, Question, Usage, Verdict
+from .models import Checklist, Evaluation, Question, QworldTree, Usage, Verdict, points_score
 from .prompting import prompt_version
+from .qworld import QworldConfig
 from .record import EvaluationRecord, ReportDocument
 from .settings import Settings
 
@@ -54,6 +55,8 @@ __all__ = [
     "NoTaskError",
     "PinError",
     "Question",
+    "QworldConfig",
+    "QworldTree",
     "ReportDocument",
     "Settings",
     "Usage",
@@ -68,6 +71,7 @@ __all__ = [
     "evaluate",
     "generate_checklist",
     "parse_dimensions",
+    "points_score",
     "prompt_version",
     "register_provider",
 ]
@@ -78,24 +82,32 @@ def _engine(model: str | None, settings: Settings | None, options: dict[str, Any
     return Engine(base.with_overrides(model=model, **options))
 
 
-async def agenerate_checklist(task: str, dimensions: DimensionsArg = None, *, model: str | None = None,
-                              settings: Settings | None = None, **options: Any) -> Checklist:
+async def agenerate_checklist(task: str | None, dimensions: DimensionsArg = None, *, model: str | None = None,
+                              strategy: str = "bineval", question: str | None = None,
+                              qworld: QworldConfig | None = None, settings: Settings | None = None,
+                              **options: Any) -> Checklist:
     """Turn a task prompt into a checklist of yes/no questions grouped by dimension.
 
     ``dimensions``: built-in names (coherence, consistency, fluency, relevance; all four when None)
     and/or ``{"name": "definition"}`` for your own. ``options`` are :class:`Settings` fields.
+
+    ``strategy="qworld"`` (or ``"qworld-lite"``, one call) writes question-specific criteria with importance
+    points for ``question`` instead (``task`` may then be None; ``dimensions`` default to one, ``quality``);
+    ``qworld``: the tree's :class:`QworldConfig` (default: from the settings' ``qworld_*`` fields).
     """
     engine = _engine(model, settings, options)
     try:
-        return await engine.achecklist(task, dimensions)
+        return await engine.achecklist(task, dimensions, strategy=strategy, question=question, qworld=qworld)
     finally:
         engine.close()
 
 
-def generate_checklist(task: str, dimensions: DimensionsArg = None, *, model: str | None = None,
+def generate_checklist(task: str | None, dimensions: DimensionsArg = None, *, model: str | None = None,
+                       strategy: str = "bineval", question: str | None = None, qworld: QworldConfig | None = None,
                        settings: Settings | None = None, **options: Any) -> Checklist:
     """Sync twin of :func:`agenerate_checklist`."""
-    return run_sync(agenerate_checklist(task, dimensions, model=model, settings=settings, **options))
+    return run_sync(agenerate_checklist(task, dimensions, model=model, strategy=strategy, question=question,
+                                        qworld=qworld, settings=settings, **options))
 
 
 async def aevaluate(output: str, checklist: Checklist, source: str | None = None, *,

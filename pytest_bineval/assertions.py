@@ -16,7 +16,8 @@ from typing import Any
 
 from .dimensions import DimensionsArg, default_threshold, parse_dimensions
 from .errors import BinevalAssertionError, BinevalJudgeError, NoTaskError, UsageError
-from .models import Checklist, Evaluation
+from .models import SCORE_KINDS, STRATEGIES, Checklist, Evaluation, ScoreKind
+from .qworld import DEFAULT_TASK
 from .record import ChecklistStatus, EvaluationRecord, Location
 from .session import TestContext, current
 
@@ -62,23 +63,28 @@ def _fmt(score: float | None) -> str:
 
 
 def failure_message(record: EvaluationRecord) -> str:
-    """Every requested dimension's score vs threshold, then every failing question with its explanation."""
+    """Every requested dimension's score vs threshold, then every failing question with its explanation
+    (criteria with points: the most points first, each with what it cost)."""
     lines = ["bineval: output scored below threshold"]
+    kind = " points" if record.score_kind == "points" else ""
     for d in record.dimensions:
         mark = "ok" if d.outcome == "passed" else "FAIL"
         if record.gate == "lower-bound" or record.repeats > 1:
             interval = "n/a" if d.low is None or d.high is None else f"[{d.low:.2f}, {d.high:.2f}]"
             on = f"; lower bound {_fmt(d.low)}" if record.gate == "lower-bound" else ""
-            lines.append(f"  {d.name}: {_fmt(d.score)} over {d.answers} answers, 95% interval {interval}{on} "
+            lines.append(f"  {d.name}: {_fmt(d.score)}{kind} over {d.answers} answers, 95% interval {interval}{on} "
                          f"(threshold {d.threshold:.2f}) {mark}")
         else:
-            lines.append(f"  {d.name}: {_fmt(d.score)} (threshold {d.threshold:.2f}) {mark}")
+            lines.append(f"  {d.name}: {_fmt(d.score)}{kind} (threshold {d.threshold:.2f}) {mark}")
     failed = record.failing()
+    points = record.points()
     if failed:
         lines.append(f"failing questions ({len(failed)}):")
         for v in failed:
             votes = f" ({v.repeats.count('yes')} of {len(v.repeats)} yes)" if v.repeats else ""
-            lines.append(f"  [{v.dimension}] {v.question}")
+            p = points.get(v.question_id)
+            cost = "" if p is None else (f" (+{p} missed)" if p > 0 else f" ({p} penalty)")
+            lines.append(f"  [{v.dimension}]{cost} {v.question}")
             lines.append(f"      -> no{votes}: {v.explanation or '(no explanation)'}")
     return "\n".join(lines)
 
@@ -102,17 +108,19 @@ class _Prepared:
     status: ChecklistStatus
     output: str
     source: str | None
+    score_kind: ScoreKind = "share"
 
 
 def _conclude(p: _Prepared, location: Location | None) -> Evaluation:
     __tracebackhide__ = True
     if p.ctx is not None:
         record = p.ctx.service.record(p.ctx, p.evaluation, p.thresholds, p.checklist, p.status, p.output, p.source,
-                                      location)
+                                      location, score_kind=p.score_kind)
     else:
         record = EvaluationRecord.build(test="", evaluation=p.evaluation, thresholds=p.thresholds,
                                         questions=p.checklist.questions, checklist_status=p.status,
-                                        output=p.output, source=p.source, location=location)
+                                        output=p.output, source=p.source, location=location,
+                                        score_kind=p.score_kind, strategy=p.checklist.strategy)
     if record.outcome == "error":
         raise BinevalJudgeError(judge_error_message(record), record.errors())
     if record.outcome == "failed":
@@ -120,34 +128,56 @@ def _conclude(p: _Prepared, location: Location | None) -> Evaluation:
     return p.evaluation
 
 
-def _task(task: str | None, ctx: TestContext | None) -> str:
-    """The task: explicit > marker > ``bineval_task`` fixture (tested precedence)."""
+def _task(task: str | None, ctx: TestContext | None, *, required: bool = True) -> str | None:
+    """The task: explicit > marker > ``bineval_task`` fixture (tested precedence); None only when not
+    ``required`` (question-specific criteria default to answering the question)."""
     if task is None and ctx is not None:
         task = ctx.marker.task
         if task is None and ctx.fixture_task is not None:
             task = ctx.fixture_task()
-    if task is None:
+    if task is None and required:
         raise NoTaskError(NO_TASK_MESSAGE)
     return task
 
 
+def _choice(name: str, value: str | None, marker_value: str | None, allowed: tuple[str, ...], default: str) -> str:
+    """An argument > the marker's kwarg > the default; a value not in ``allowed`` is a UsageError."""
+    chosen = value if value is not None else marker_value if marker_value is not None else default
+    if chosen not in allowed:
+        raise UsageError(f"{name}={chosen!r}: use one of {', '.join(allowed)}")
+    return chosen
+
+
 async def _aprepare(output: Any, dimension: DimensionsArg, source: Any, task: str | None,
-                    threshold: Threshold | None, checklist: Checklist | None, model: str | None) -> _Prepared:
+                    threshold: Threshold | None, checklist: Checklist | None, model: str | None,
+                    criteria: str | None = None, score: str | None = None) -> _Prepared:
     from .judge import check_output
 
     check_output(output, source)
     ctx = current()
     request = parse_dimensions(dimension)
+    strategy = _choice("criteria", criteria, ctx.marker.criteria if ctx is not None else None, STRATEGIES, "bineval")
+    score_kind: ScoreKind = "points" if _choice(
+        "score", score, ctx.marker.score if ctx is not None else None, SCORE_KINDS, "share") == "points" else "share"
     status: ChecklistStatus = "explicit"
     if checklist is None:
-        task = _task(task, ctx)
+        question: str | None = None
+        if strategy != "bineval":
+            if source is None:
+                raise UsageError(f"criteria={strategy!r} writes criteria for the question the output answers: pass "
+                                 "the question (with its context) as source=")
+            question = source
+        found_task = _task(task, ctx, required=strategy == "bineval")
         gen_dims: DimensionsArg = ctx.marker.dimensions if ctx is not None and ctx.marker.dimensions else dimension
         if ctx is not None:
-            checklist, status = await ctx.service.achecklist_for(ctx, task, gen_dims)
+            checklist, status = await ctx.service.achecklist_for(
+                ctx, found_task or DEFAULT_TASK, gen_dims, strategy=strategy, question=question)
         else:
             from . import agenerate_checklist
 
-            checklist, status = await agenerate_checklist(task, gen_dims, model=model), "unpinned"
+            checklist = await agenerate_checklist(found_task, gen_dims, model=model, strategy=strategy,
+                                                  question=question)
+            status = "unpinned"
     names = list(request.names) if request is not None else list(checklist.dimensions)
     selected = checklist.select(names)
     layers: list[Threshold | None] = [threshold]
@@ -160,7 +190,7 @@ async def _aprepare(output: Any, dimension: DimensionsArg, source: Any, task: st
         from . import aevaluate
 
         evaluation = await aevaluate(output, selected, source, model=model)
-    return _Prepared(evaluation, thresholds, ctx, selected, status, output, source)
+    return _Prepared(evaluation, thresholds, ctx, selected, status, output, source, score_kind)
 
 
 def _caller_location() -> Location | None:
@@ -190,18 +220,26 @@ def assert_passes(
     threshold: Threshold | None = None,
     checklist: Checklist | None = None,
     model: str | None = None,
+    criteria: str | None = None,
+    score: str | None = None,
 ) -> Evaluation:
     """Evaluate ``output`` and raise :class:`BinevalAssertionError` unless every requested dimension's
     score reaches its threshold. Judge failures raise :class:`BinevalJudgeError` (never a pass).
 
     ``dimension``: a name, a list, or None for all of the checklist's dimensions. ``threshold``: a float
     for all requested dimensions or ``{"name": value}``. Returns the :class:`Evaluation`.
+
+    ``criteria``: ``"bineval"`` (default: the checklist of the task), or ``"qworld"`` / ``"qworld-lite"``:
+    criteria with importance points written for the question the output answers, given as ``source``
+    (pinned per question). ``score``: ``"share"`` of yes (default) or ``"points"``: points earned minus
+    penalties over the positive points (:func:`~pytest_bineval.models.points_score`); thresholds apply to it.
+    Both default to the marker's ``criteria=`` / ``score=``.
     """
     __tracebackhide__ = True
     from .engine import run_sync
 
     location = _caller_location()
-    prepared = run_sync(_aprepare(output, dimension, source, task, threshold, checklist, model))
+    prepared = run_sync(_aprepare(output, dimension, source, task, threshold, checklist, model, criteria, score))
     return _conclude(prepared, location)
 
 
@@ -214,9 +252,11 @@ async def assert_passes_async(
     threshold: Threshold | None = None,
     checklist: Checklist | None = None,
     model: str | None = None,
+    criteria: str | None = None,
+    score: str | None = None,
 ) -> Evaluation:
     """``await``-able twin of :func:`assert_passes` for async tests (no nested event loop)."""
     __tracebackhide__ = True
     location = _caller_location()
-    prepared = await _aprepare(output, dimension, source, task, threshold, checklist, model)
+    prepared = await _aprepare(output, dimension, source, task, threshold, checklist, model, criteria, score)
     return _conclude(prepared, location)

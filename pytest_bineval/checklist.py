@@ -5,6 +5,9 @@ into atomic yes/no questions (yes = satisfied), each with an example of what a "
 Asking per dimension guarantees that every requested dimension gets questions, or a clear error.
 
 The dimensions and their definitions come from :mod:`pytest_bineval.dimensions`.
+
+:func:`generate_for` dispatches on the strategy: ``bineval`` (this module: one checklist per task),
+``qworld`` and ``qworld-lite`` (:mod:`pytest_bineval.qworld`: criteria per question, with points).
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ from typing import Any
 from .dimensions import DimensionsArg, resolve_dimensions
 from .errors import ArgumentTypeError, CallError, ChecklistGenerationError, UsageError
 from .llm.client import LLMClient
-from .models import Checklist, Question, Usage
+from .models import STRATEGIES, Checklist, Question, Usage
 from .prompting import load_prompt, prompt_version
+from .qworld import QworldConfig
+from .qworld import generate as qworld_generate
+from .similarity import Similarity
 
 MAX_QUESTIONS_PER_DIMENSION = 6
 MAX_REQUIREMENTS = 12
@@ -159,3 +165,20 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
     checklist = Checklist(task=task, dimensions=dims, requirements=requirements, questions=questions,
                           model=client.model, prompt_version=prompt_version())
     return checklist, usage
+
+
+async def generate_for(client: LLMClient, task: str | None, dimensions: DimensionsArg = None, *,
+                       strategy: str = "bineval", question: str | None = None, config: QworldConfig | None = None,
+                       similarity: Similarity | None = None, concurrency: int = 1) -> tuple[Checklist, Usage]:
+    """A checklist by ``strategy``: ``bineval`` (per task), ``qworld`` or ``qworld-lite`` (per ``question``)."""
+    if strategy not in STRATEGIES:
+        raise UsageError(f"unknown checklist strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
+    if strategy == "bineval":
+        if question is not None:
+            raise UsageError("question= is for strategy='qworld' or 'qworld-lite' (criteria written per question); "
+                             "the bineval strategy writes one checklist per task")
+        return await generate(client, task, dimensions)  # type: ignore[arg-type]  # it rejects a non-str task
+    if question is None:
+        raise UsageError(f"strategy={strategy!r} writes criteria for a question: pass question=...")
+    return await qworld_generate(client, question, task, dimensions, lite=strategy == "qworld-lite", config=config,
+                                 similarity=similarity, concurrency=concurrency)

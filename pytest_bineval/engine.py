@@ -19,8 +19,10 @@ from .llm.client import LLMClient, ModelSettings
 from .llm.local import is_embedded
 from .models import Checklist, Evaluation, Usage
 from .prompting import Prompt, load_judge_prompt
+from .qworld import QworldConfig, parse_widths
 from .repeats import combine_repeats
 from .settings import Settings
+from .similarity import Similarity, make_similarity
 
 __all__ = ["Engine", "Settings", "run_sync"]
 
@@ -37,6 +39,7 @@ class Engine:
         self.cache = cache
         self.usage = Usage()
         self._judge_prompt: Prompt | None = None
+        self._similarity: dict[tuple[str, float | None], Similarity | None] = {}  # loaded once (MiniLM: 90 MB)
         if self.settings.judge_prompt is not None:
             self._judge_prompt = load_judge_prompt(os.path.expanduser(self.settings.judge_prompt))
 
@@ -49,10 +52,34 @@ class Engine:
             self.cache,
         )
 
-    async def achecklist(self, task: str, dimensions: DimensionsArg = None, *,
-                         model: str | None = None) -> Checklist:
-        result, usage = await _checklist.generate(
-            self.client(model or self.settings.generator_model), task, dimensions
+    def qworld_config(self, **overrides: Any) -> QworldConfig:
+        """The Qworld settings (widths, top-K, pre-filter) of these settings, with ``overrides`` (None: kept)."""
+        s = self.settings
+        values: dict[str, Any] = {"widths": parse_widths(s.qworld_widths), "top_k": s.qworld_top_k,
+                                  "similarity": s.qworld_similarity}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return QworldConfig(**values)
+
+    def similarity(self, config: QworldConfig) -> Similarity | None:
+        key = (config.similarity, config.threshold)
+        if key not in self._similarity:
+            self._similarity[key] = make_similarity(config.similarity, config.threshold,
+                                                    api_base=self.settings.api_base)
+        return self._similarity[key]
+
+    async def achecklist(self, task: str | None, dimensions: DimensionsArg = None, *, model: str | None = None,
+                         strategy: str = "bineval", question: str | None = None,
+                         qworld: QworldConfig | None = None) -> Checklist:
+        """A checklist: per task (``strategy="bineval"``) or per ``question`` (``"qworld"``, ``"qworld-lite"``;
+        ``qworld``: its config, default from the settings)."""
+        name = model or self.settings.generator_model
+        config = None
+        if strategy != "bineval":
+            config = qworld or self.qworld_config()
+        result, usage = await _checklist.generate_for(
+            self.client(name), task, dimensions, strategy=strategy, question=question, config=config,
+            similarity=self.similarity(config) if config is not None else None,
+            concurrency=1 if is_embedded(name) else self.settings.concurrency,
         )
         self.usage += usage
         return result
@@ -88,9 +115,11 @@ class Engine:
         self.usage += result.usage
         return result
 
-    def checklist(self, task: str, dimensions: DimensionsArg = None, *,
-                  model: str | None = None) -> Checklist:
-        return run_sync(self.achecklist(task, dimensions, model=model))
+    def checklist(self, task: str | None, dimensions: DimensionsArg = None, *, model: str | None = None,
+                  strategy: str = "bineval", question: str | None = None,
+                  qworld: QworldConfig | None = None) -> Checklist:
+        return run_sync(self.achecklist(task, dimensions, model=model, strategy=strategy, question=question,
+                                        qworld=qworld))
 
     def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
                  model: str | None = None) -> Evaluation:

@@ -10,12 +10,16 @@ from typing import Any
 
 from .dimensions import DimensionsArg, parse_dimensions
 from .errors import BinevalError, UsageError
+from .models import SCORE_KINDS, STRATEGIES
 
-MARKER_KWARGS = frozenset({"task", "dimensions", "threshold", "prompt"})
+MARKER_KWARGS = frozenset({"task", "dimensions", "threshold", "prompt", "criteria", "score"})
 MARKER_HELP = (
-    "bineval(task=None, dimensions=None, threshold=None, prompt=None): the task the test's output is made "
-    "for, the checklist's dimensions (names or {name: definition}), thresholds (float or {dimension: float}) "
-    "and the generator prompt file that made the output (rootdir-relative; what --bineval-optimize edits)"
+    "bineval(task=None, dimensions=None, threshold=None, prompt=None, criteria=None, score=None): the task the "
+    "test's output is made for, the checklist's dimensions (names or {name: definition}), thresholds (float or "
+    "{dimension: float}), the generator prompt file that made the output (rootdir-relative; what "
+    "--bineval-optimize edits), criteria ('bineval': one checklist per task; 'qworld' or 'qworld-lite': "
+    "criteria with points written per question, the assertion's source=) and score ('share' of yes or "
+    "'points'-weighted)"
 )
 
 
@@ -27,6 +31,8 @@ class MarkerArgs:
     dimensions: DimensionsArg = None
     threshold: float | Mapping[str, float] | None = None
     prompt: str | None = None  # rootdir-relative POSIX path when inside the rootdir, else absolute
+    criteria: str | None = None  # bineval | qworld | qworld-lite
+    score: str | None = None  # share | points
 
 
 def read_marker(nodeid: str, marks: Iterable[Any], rootpath: Path) -> MarkerArgs:
@@ -57,8 +63,13 @@ def read_marker(nodeid: str, marks: Iterable[Any], rootpath: Path) -> MarkerArgs
             parse_dimensions(dimensions)
         except BinevalError as exc:
             raise UsageError(f"{nodeid}: @pytest.mark.bineval(dimensions=...): {exc}") from None
+    for key, allowed in (("criteria", STRATEGIES), ("score", SCORE_KINDS)):
+        value = merged.get(key)
+        if value is not None and value not in allowed:
+            raise UsageError(f"{nodeid}: @pytest.mark.bineval({key}={value!r}): use one of {', '.join(allowed)}")
     return MarkerArgs(task=task, dimensions=dimensions, threshold=threshold,
-                      prompt=_prompt_name(nodeid, merged.get("prompt"), rootpath))
+                      prompt=_prompt_name(nodeid, merged.get("prompt"), rootpath), criteria=merged.get("criteria"),
+                      score=merged.get("score"))
 
 
 def _check_threshold(nodeid: str, threshold: Any) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, computed_field, model_serializer
 
 from .errors import UsageError
 
@@ -23,8 +23,24 @@ def _clip(text: str, n: int = 60) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _omit_unset(data: dict[str, Any], optional: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the optional fields that hold their default: checklists written before those fields
+    existed serialize exactly as they did (pinned files do not change when re-pinned)."""
+    return {k: v for k, v in data.items() if k not in optional or v != optional[k]}
+
+
+Strategy = Literal["bineval", "qworld", "qworld-lite"]
+STRATEGIES: tuple[str, ...] = ("bineval", "qworld", "qworld-lite")
+
+
 class Question(BaseModel):
-    """One atomic yes/no question; *yes* means the requirement is satisfied."""
+    """One atomic yes/no question; *yes* means the requirement is satisfied.
+
+    Question-specific criteria (:mod:`pytest_bineval.qworld`) also carry ``points`` (importance): positive
+    points are earned when the answer is *yes*; negative points are a penalty, and such a question is always
+    asked as "Does the response avoid ...?", so the penalty applies when the answer is *no*. ``branch`` names
+    the scenario and perspective the criterion came from, ``tag`` a short label of what it checks.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -33,6 +49,67 @@ class Question(BaseModel):
     text: str
     no_example: str = ""
     requirement: str = ""
+    points: int | None = None
+    branch: str = ""
+    tag: str = ""
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_unset(handler(self), {"points": None, "branch": "", "tag": ""})
+
+    @property
+    def weight(self) -> int:
+        """The points of the question for the points-weighted score (1 when it has none)."""
+        return 1 if self.points is None else self.points
+
+
+class TreeNode(BaseModel):
+    """One node of a recursive expansion tree: a scenario, a perspective or a criterion."""
+
+    id: str = Field(description="s<N> scenario, p<N> perspective, c<N> criterion")
+    level: Literal["scenario", "perspective", "criterion"]
+    text: str = Field(description="scenario/perspective: 'name: description'; criterion: the yes/no question")
+    parent: str | None = Field(default=None, description="the node it was decomposed from (None: the question)")
+    origin: Literal["decompose", "expand", "review"] = Field(
+        default="decompose", description="decompose: written for its parent; expand: a 'what else?' round; "
+        "review: added by the cross-branch review to fill a gap")
+    round: int = Field(default=0, description="0 for the decomposition, k for the k-th expansion round")
+    points: int | None = None
+    tag: str = ""
+    dimension: str = ""
+    status: Literal["kept", "merged", "cut"] = Field(
+        default="kept", description="merged: a duplicate of merged_into; cut: below the top-K by points")
+    merged_into: str | None = None
+
+
+class Merge(BaseModel):
+    """A duplicate found by the review of one level: ``removed`` nodes were folded into ``kept``."""
+
+    level: Literal["scenario", "perspective", "criterion"]
+    kept: str
+    removed: list[str]
+    by: str = Field(description="'similarity <score>' (the pre-filter) or 'review' (the consolidation call)")
+    text: str = Field(default="", description="the merged wording, when the review rewrote the kept node")
+
+
+class QworldTree(BaseModel):
+    """How question-specific criteria were made: every node of the tree, every merge, and counts per stage."""
+
+    question: str
+    widths: list[int] = Field(default_factory=list, description="generation rounds per level (Qworld only)")
+    top_k: int | None = None
+    similarity: str = Field(default="", description="the duplicate pre-filter: measure and threshold")
+    nodes: list[TreeNode] = Field(default_factory=list)
+    merges: list[Merge] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict, description="nodes per level: generated, after the "
+                                   "similarity pre-filter, after the review; criteria after top-K")
+    failures: list[str] = Field(default_factory=list, description="calls that gave no usable reply (skipped)")
+
+    def node(self, node_id: str) -> TreeNode | None:
+        return next((n for n in self.nodes if n.id == node_id), None)
+
+    def level(self, level: str, *, kept_only: bool = True) -> list[TreeNode]:
+        return [n for n in self.nodes if n.level == level and (n.status == "kept" or not kept_only)]
 
 
 class Checklist(BaseModel):
@@ -44,11 +121,23 @@ class Checklist(BaseModel):
     questions: list[Question]
     model: str = ""
     prompt_version: str = ""
+    strategy: Strategy = "bineval"
+    question: str | None = Field(default=None, description="the question the criteria were written for (Qworld)")
+    tree: QworldTree | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def task_digest(self) -> str:
         return task_digest(self.task)
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_unset(handler(self), {"strategy": "bineval", "question": None, "tree": None})
+
+    @property
+    def question_digest(self) -> str | None:
+        """Digest of the question of a per-question checklist (None for a task checklist)."""
+        return None if self.question is None else task_digest(self.question)
 
     def by_dimension(self) -> dict[str, list[Question]]:
         groups: dict[str, list[Question]] = {name: [] for name in self.dimensions}
@@ -168,6 +257,39 @@ def share_of_yes(verdicts: Sequence[Verdict]) -> float | None:
     return None if not answered else yes / answered
 
 
+ScoreKind = Literal["share", "points"]
+SCORE_KINDS: tuple[str, ...] = ("share", "points")
+
+
+def points_score(verdicts: Sequence[Verdict], questions: Iterable[Question]) -> float | None:
+    """The points-weighted score (HealthBench-style): points of the positive criteria answered *yes*, minus
+    the |points| of the penalty criteria answered *no* (their "Does the response avoid ...?" failed), over
+    the points of all positive criteria; clipped to [0, 1]. A question without points weighs 1, so on a
+    checklist without points this is the share of yes. A question asked more than once counts by the share of
+    its repeats that said yes (no). Error verdicts count on neither side; None when no positive criterion was
+    answered.
+    """
+    weight = {q.id: q.weight for q in questions}
+    earned = 0.0
+    possible = 0.0
+    for v in verdicts:
+        if v.answer == "error":
+            continue
+        answers = [a for a in v.samples if a != "error"]
+        if not answers:
+            continue
+        yes = sum(a == "yes" for a in answers) / len(answers)
+        w = weight.get(v.question_id, 1)
+        if w > 0:
+            possible += w
+            earned += w * yes
+        elif w < 0:
+            earned -= -w * (1.0 - yes)
+    if possible <= 0:
+        return None
+    return min(1.0, max(0.0, earned / possible))
+
+
 def rescale(score: float | None, a: float, b: float) -> float | None:
     """The paper's affine map S' = S * (b - a) + a."""
     return None if score is None else score * (b - a) + a
@@ -204,6 +326,14 @@ class Evaluation(BaseModel):
     def failed(self) -> list[Verdict]:
         """The questions answered *no*: each one is a reason."""
         return [v for v in self.verdicts if v.answer == "no"]
+
+    def points_scores(self, questions: Iterable[Question]) -> dict[str, float | None]:
+        """Per dimension: the points-weighted score (:func:`points_score`) with the points of ``questions``
+        (the checklist's), and under ``"overall"`` the score over all of them."""
+        qs = list(questions)
+        out = {d: points_score([v for v in self.verdicts if v.dimension == d], qs) for d in self.dimensions}
+        out["overall"] = points_score(self.verdicts, qs)
+        return out
 
     def rescaled(self, a: float = 1.0, b: float = 5.0) -> dict[str, float | None]:
         """Scores mapped affinely onto [a, b], per dimension and under the key ``"overall"``."""

@@ -1,9 +1,10 @@
 """Pinned checklists: reviewable JSON files beside the tests, written only with ``--bineval-update-checklists``.
 
-``__bineval__/<test module stem>/<[Class.]test name>.json`` holds one checklist per (task, dimensions)
-that the test used: a test parametrized over cases with different tasks keeps every case's checklist,
-each listing the tests (with their parameter ids) that use it. A changed task text of a test makes its
-old entry *stale*; an entry no test uses any more is removed when its last user is re-pinned.
+``__bineval__/<test module stem>/<[Class.]test name>.json`` holds one checklist per (task, dimensions,
+question, strategy) that the test used: a test parametrized over cases with different tasks (or, with
+``criteria="qworld"``, different questions) keeps every case's checklist, each listing the tests (with their
+parameter ids) that use it. A changed task or question text of a test makes its old entry *stale*; an entry
+no test uses any more is removed when its last user is re-pinned.
 
 Writers take an exclusive lock on the pin directory and re-read the file before writing, so
 pytest-xdist workers that pin into one file never lose each other's updates; files are replaced
@@ -41,6 +42,12 @@ def pin_path(module_path: Path, test_name: str) -> Path:
 
 def _dims_key(dimensions: dict[str, str]) -> list[list[str]]:
     return sorted([name, definition] for name, definition in dimensions.items())
+
+
+def _identity(checklist: Checklist) -> tuple[str, str | None, str]:
+    """What a pin entry is for, besides its dimensions: the task, the question (per-question criteria), the
+    strategy that wrote it."""
+    return checklist.task_digest, checklist.question_digest, checklist.strategy
 
 
 @dataclass
@@ -92,15 +99,17 @@ class PinFile:
             pins.entries.append(PinEntry(checklist, tests))
         return pins
 
-    def find(self, task: str, dimensions: dict[str, str], test: str) -> tuple[Checklist | None, bool]:
-        """(the pin of this task and these dimensions, whether this test's pin is stale: the file has its
-        checklist for these dimensions but for another task text)."""
-        digest, dims = task_digest(task), _dims_key(dimensions)
+    def find(self, task: str, dimensions: dict[str, str], test: str, *, question: str | None = None,
+             strategy: str = "bineval") -> tuple[Checklist | None, bool]:
+        """(the pin of this task, these dimensions and this question, whether this test's pin is stale: the
+        file has its checklist for these dimensions but for another task or question text, or strategy)."""
+        wanted = (task_digest(task), None if question is None else task_digest(question), strategy)
+        dims = _dims_key(dimensions)
         stale = False
         for e in self.entries:
             if _dims_key(e.checklist.dimensions) != dims:
                 continue
-            if e.checklist.task_digest == digest:
+            if _identity(e.checklist) == wanted:
                 return e.checklist, False
             if e.tests is None or test in e.tests:
                 stale = True
@@ -108,18 +117,18 @@ class PinFile:
 
     def _put(self, checklist: Checklist, test: str) -> bool:
         """Pin ``checklist`` for ``test``; True when the file's content changed."""
-        digest, dims = checklist.task_digest, _dims_key(checklist.dimensions)
+        wanted, dims = _identity(checklist), _dims_key(checklist.dimensions)
         before = [e.to_json() for e in self.entries]
         kept: list[PinEntry] = []
         target: PinEntry | None = None
         for e in self.entries:
             same_dims = _dims_key(e.checklist.dimensions) == dims
-            if same_dims and e.checklist.task_digest == digest:
+            if same_dims and _identity(e.checklist) == wanted:
                 target = e
             elif same_dims and e.tests is None:
                 continue  # a format-1 entry: one checklist per dimensions, this test's old one
             elif same_dims and test in (e.tests or []):
-                e.tests = [t for t in (e.tests or []) if t != test]  # this test's task changed
+                e.tests = [t for t in (e.tests or []) if t != test]  # this test's task or question changed
                 if not e.tests:
                     continue
             kept.append(e)

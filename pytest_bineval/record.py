@@ -21,7 +21,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._version import __version__
 from .errors import UsageError
-from .models import Answer, Evaluation, Question, Usage, Verdict, yes_count
+from .models import (
+    Answer,
+    Evaluation,
+    Question,
+    ScoreKind,
+    Strategy,
+    Usage,
+    Verdict,
+    points_score,
+    share_of_yes,
+    yes_count,
+)
 from .repeats import wilson_interval
 
 REPORT_FORMAT = 2
@@ -49,13 +60,15 @@ class DimensionResult(BaseModel):
     """One checked dimension of an evaluation: its score against its threshold."""
 
     name: str
-    score: float | None = Field(description="share of yes over the answered questions (x repeats); None if none "
-                                            "was answered")
+    score: float | None = Field(description="share of yes over the answered questions x repeats (score_kind 'share'), "
+                                "or the points-weighted score (score_kind 'points'); None if nothing was answered")
     threshold: float
     outcome: Outcome = Field(description="error: a question of this dimension got no answer from the judge")
     answers: int = Field(default=0, description="the answers the score is a share of: answered questions x repeats")
-    low: float | None = Field(default=None, description="lower end of the score's 95% Wilson interval")
-    high: float | None = Field(default=None, description="upper end of the score's 95% Wilson interval")
+    low: float | None = Field(default=None, description="lower end of the score's 95% Wilson interval (share only)")
+    high: float | None = Field(default=None, description="upper end of the score's 95% Wilson interval (share only)")
+    score_kind: ScoreKind = Field(default="share", description="share: yeses / answered questions; points: "
+                                  "points earned minus penalties over the positive points, clipped to [0, 1]")
 
     def gated(self, gate: Gate) -> float | None:
         """What the threshold is compared with: the score (gate ``mean``) or its interval's lower end."""
@@ -95,26 +108,34 @@ class EvaluationRecord(BaseModel):
     repeats: int = Field(default=1, description="how many times each question was asked (--bineval-repeats)")
     gate: Gate = Field(default="mean", description="what each threshold was compared with: the score (mean) or "
                                                    "the lower end of its 95% Wilson interval (lower-bound)")
+    score_kind: ScoreKind = Field(default="share", description="the kind of the dimension scores and of overall")
+    strategy: Strategy = Field(default="bineval", description="what wrote the checklist: bineval (per task), "
+                               "qworld or qworld-lite (per question, with points)")
 
     @classmethod
     def build(cls, *, test: str, evaluation: Evaluation, thresholds: dict[str, float], questions: Sequence[Question],
               checklist_status: ChecklistStatus, checklist_model: str = "", prompt_version: str = "",
               output: str = "", source: str | None = None, prompt: str | None = None, index: int = 0,
-              location: Location | None = None, gate: Gate = "mean") -> EvaluationRecord:
-        """The record of ``evaluation`` judged against ``thresholds`` (its outcome is computed here)."""
-        scores = evaluation.scores
+              location: Location | None = None, gate: Gate = "mean", score_kind: ScoreKind = "share",
+              strategy: Strategy = "bineval") -> EvaluationRecord:
+        """The record of ``evaluation`` judged against ``thresholds`` (its outcome is computed here); the
+        scores are shares of yes, or with ``score_kind="points"`` points-weighted (:func:`points_score`, which
+        has no interval: the ``lower-bound`` gate needs shares)."""
+        def score_of(verdicts: Sequence[Verdict]) -> float | None:
+            return points_score(verdicts, questions) if score_kind == "points" else share_of_yes(verdicts)
+
         dims: list[DimensionResult] = []
         for name, limit in thresholds.items():
-            score = scores.get(name)
             of_dim = [v for v in evaluation.verdicts if v.dimension == name]
+            score = score_of(of_dim)
             yes, answers = yes_count(of_dim)
-            interval = wilson_interval(yes, answers)
+            interval = wilson_interval(yes, answers) if score_kind == "share" else None
             low, high = interval if interval is not None else (None, None)
             gated = score if gate == "mean" else low
             errored = any(v.answer == "error" for v in of_dim)
             outcome: Outcome = "error" if errored else ("passed" if gated is not None and gated >= limit else "failed")
             dims.append(DimensionResult(name=name, score=score, threshold=limit, outcome=outcome, answers=answers,
-                                        low=low, high=high))
+                                        low=low, high=high, score_kind=score_kind))
         overall: Outcome = (
             "error" if any(d.outcome == "error" for d in dims)
             else "passed" if all(d.outcome == "passed" for d in dims) else "failed"
@@ -122,11 +143,11 @@ class EvaluationRecord(BaseModel):
         return cls(
             test=test, index=index, task=evaluation.task, prompt=prompt, model=evaluation.model,
             checklist_model=checklist_model, checklist_status=checklist_status, prompt_version=prompt_version,
-            dimensions=dims, overall=evaluation.overall, outcome=overall, questions=list(questions),
+            dimensions=dims, overall=score_of(evaluation.verdicts), outcome=overall, questions=list(questions),
             verdicts=list(evaluation.verdicts), output=excerpt(output, OUTPUT_IN_REPORT) or "",
             output_digest=text_digest(output), source=excerpt(source, SOURCE_IN_REPORT), usage=evaluation.usage,
             location=location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
-            gate=gate,
+            gate=gate, score_kind=score_kind, strategy=strategy,
         )
 
     # -- views ------------------------------------------------------------------------------------------------
@@ -143,11 +164,18 @@ class EvaluationRecord(BaseModel):
     def thresholds(self) -> dict[str, float]:
         return {d.name: d.threshold for d in self.dimensions}
 
+    def points(self) -> dict[str, int]:
+        """Question id -> points, for the questions that have them (question-specific criteria)."""
+        return {q.id: q.points for q in self.questions if q.points is not None}
+
     def checked(self) -> list[Verdict]:
-        """Verdicts of the checked dimensions, failing first (error, then no, then yes)."""
+        """Verdicts of the checked dimensions, failing first (error, then no, then yes); within each group the
+        criteria with the most points (or penalty) first."""
         dims = {d.name for d in self.dimensions}
         rank = {"error": 0, "no": 1, "yes": 2}
-        return sorted((v for v in self.verdicts if v.dimension in dims), key=lambda v: rank[v.answer])
+        points = self.points()
+        return sorted((v for v in self.verdicts if v.dimension in dims),
+                      key=lambda v: (rank[v.answer], -abs(points.get(v.question_id, 0))))
 
     def failing(self) -> list[Verdict]:
         """The questions of the checked dimensions answered *no*: each one is a reason."""

@@ -15,8 +15,9 @@ from .dimensions import DimensionsArg, resolve_dimensions
 from .engine import Engine, run_sync
 from .errors import PinError, UsageError
 from .markers import MarkerArgs
-from .models import Checklist, Evaluation, Usage
+from .models import Checklist, Evaluation, ScoreKind, Usage
 from .pins import PinFile, pin
+from .qworld import qworld_dimensions
 from .record import (
     ChecklistStatus,
     EvaluationRecord,
@@ -153,29 +154,35 @@ class BinevalService:
         return self.engine.evaluate(output, checklist.select(dimensions), source, model=model)
 
     # -- used by assert_passes ---------------------------------------------------------------------------
-    async def _agenerate(self, task: str, dims: dict[str, str]) -> Checklist:
-        key = (task.strip(), tuple(sorted(dims.items())), self.engine.settings.generator_model)
+    async def _agenerate(self, task: str, dims: dict[str, str], strategy: str = "bineval",
+                         question: str | None = None) -> Checklist:
+        key = (task.strip(), tuple(sorted(dims.items())), self.engine.settings.generator_model, strategy,
+               None if question is None else question.strip())
         if key not in self._memo:
-            self._memo[key] = await self.engine.achecklist(task, dims)
+            self._memo[key] = await self.engine.achecklist(task, dims, strategy=strategy, question=question)
         return self._memo[key]
 
-    async def achecklist_for(self, ctx: TestContext, task: str,
-                             dimensions: DimensionsArg) -> tuple[Checklist, ChecklistStatus]:
-        """The checklist of the current test and its pin status: pinned, written, unpinned or stale."""
-        dims = resolve_dimensions(dimensions)
+    async def achecklist_for(self, ctx: TestContext, task: str, dimensions: DimensionsArg, *,
+                             strategy: str = "bineval",
+                             question: str | None = None) -> tuple[Checklist, ChecklistStatus]:
+        """The checklist of the current test and its pin status: pinned, written, unpinned or stale.
+        ``strategy="qworld"``/``"qworld-lite"``: criteria written for ``question`` (one pin per question)."""
+        dims = resolve_dimensions(dimensions) if strategy == "bineval" else qworld_dimensions(dimensions)
         if ctx.pin_path is None:
-            return await self._agenerate(task, dims), "unpinned"
-        found, stale = PinFile.read(ctx.pin_path).find(task, dims, ctx.test_name)
+            return await self._agenerate(task, dims, strategy, question), "unpinned"
+        found, stale = PinFile.read(ctx.pin_path).find(task, dims, ctx.test_name, question=question,
+                                                       strategy=strategy)
         update, strict = self.options.update_checklists, self.options.strict
         if found is not None and not update:
             return found, "pinned"
         if strict and not update:
-            why = "is stale (the task text changed since it was pinned)" if stale else "is not pinned"
+            what = "task or question text" if question is not None else "task text"
+            why = f"is stale (the {what} changed since it was pinned)" if stale else "is not pinned"
             raise PinError(
                 f"--bineval-strict: the checklist of {ctx.nodeid} {why}; review and pin it with "
                 f"--bineval-update-checklists (file: {ctx.pin_path})"
             )
-        checklist = await self._agenerate(task, dims)
+        checklist = await self._agenerate(task, dims, strategy, question)
         if update:
             if pin(ctx.pin_path, checklist, ctx.test_name):
                 self.pins_written.append(str(ctx.pin_path))
@@ -184,13 +191,13 @@ class BinevalService:
 
     def record(self, ctx: TestContext, evaluation: Evaluation, thresholds: dict[str, float], checklist: Checklist,
                status: ChecklistStatus, output: str, source: str | None,
-               location: Location | None) -> EvaluationRecord:
+               location: Location | None, *, score_kind: ScoreKind = "share") -> EvaluationRecord:
         """Keep the evaluation's record (for the summary, the report, xdist and the hook) and return it."""
         rec = EvaluationRecord.build(
             test=ctx.nodeid, index=len(ctx.records), evaluation=evaluation, thresholds=thresholds,
             questions=checklist.questions, checklist_status=status, checklist_model=checklist.model,
             prompt_version=checklist.prompt_version, output=output, source=source, prompt=ctx.marker.prompt,
-            location=location, gate=self.options.gate,
+            location=location, gate=self.options.gate, score_kind=score_kind, strategy=checklist.strategy,
         )
         ctx.records.append(rec)
         self.records.append(rec)

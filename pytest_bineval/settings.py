@@ -61,6 +61,22 @@ def choice(options: Iterable[str]) -> Callable[[str], str]:
     return parse
 
 
+def widths_value(text: str) -> str:
+    """Qworld widths: ``3,4,3`` (scenarios, perspectives, criteria) or one number for all levels."""
+    parts = [p.strip() for p in text.strip("()[] ").replace("/", ",").split(",") if p.strip()]
+    if len(parts) not in (1, 3) or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(
+            f"widths are three whole numbers >= 1 like 3,4,3 (or one for all), not {text!r}")
+    return ",".join(parts * 3 if len(parts) == 1 else parts)
+
+
+def similarity_value(text: str) -> str:
+    text = text.strip()
+    if text in ("lexical", "minilm", "off") or (text.startswith("embedding:") and text[len("embedding:"):].strip()):
+        return text
+    raise argparse.ArgumentTypeError(f"invalid similarity {text!r} (lexical, minilm, embedding:<litellm model> or off)")
+
+
 def text_value(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
@@ -103,6 +119,15 @@ class Settings:
     judge_prompt: str | None = field(default=None, metadata=_opt(
         "an evaluator prompt file of your own, in the format of the packaged judge.md (e.g. one aligned with "
         "`bineval align`)", text_value, "FILE", shown="the packaged judge.md"))
+    qworld_widths: str = field(default="3,3,3", metadata=_opt(
+        "criteria='qworld': generation rounds per level of the expansion tree (scenarios, perspectives, criteria): "
+        "one decomposition + width-1 'what else?' rounds; the paper's reference code runs 4,5,4", widths_value,
+        "W,W,W"))
+    qworld_top_k: int | None = field(default=None, metadata=_opt(
+        "criteria='qworld': keep the K criteria with the most points", positive_int, "K", shown="all"))
+    qworld_similarity: str = field(default="lexical", metadata=_opt(
+        "criteria='qworld': duplicate pre-filter of the review step: lexical, minilm (the [embeddings] extra), "
+        "embedding:<litellm model>, or off", similarity_value, "MEASURE"))
     extra: dict[str, Any] = field(default_factory=dict)  # extra litellm parameters (Python API only)
 
     def __post_init__(self) -> None:

@@ -9,9 +9,14 @@ caching, retries, parsing and scoring exercise the real machinery::
     assert fake.calls_of("verdict") == 3
 
 Replies are chosen by the structured-output schema name of the request (``requirements``,
-``questions``, ``verdict``, and the optimizer's ``lesson`` and ``prompt_edit``); anything a rule
-returns that is an ``Exception`` is raised (a provider error), a ``float`` is slept (seconds, to test
-timeouts) before the default reply, a ``str`` is sent raw.
+``questions``, ``verdict``, the optimizer's ``lesson`` and ``prompt_edit``, and Qworld's
+``qworld_scenarios``, ``qworld_perspectives``, ``qworld_criteria``, ``qworld_review_<level>`` and
+``qworld_lite``); anything a rule returns that is an ``Exception`` is raised (a provider error), a ``float``
+is slept (seconds, to test timeouts) before the default reply, a ``str`` is sent raw.
+
+The default Qworld replies make a deterministic tree: each call writes as many nodes as the request allows
+("Write up to N ..."), numbered in the order of the calls (``Scenario 1``, ``Perspective 1`` ...; criteria
+ask about distinct topics, with points 10, 9, 8 ... cycling), no penalty, and reviews that find nothing.
 """
 
 from __future__ import annotations
@@ -63,6 +68,25 @@ class Request:
         m = self._find(r"<response>\n(.*)\n</response>", re.DOTALL)
         return m.group(1) if m else ""
 
+    @property
+    def count(self) -> int:
+        """The N of "Write up to N ..." (Qworld requests); 0 when absent."""
+        m = self._find(r"^Write up to (\d+)", re.MULTILINE)
+        return int(m.group(1)) if m else 0
+
+    @property
+    def ids(self) -> list[str]:
+        """The node ids listed in a Qworld review request, in order."""
+        m = self._find(r"^The (?:scenarios|perspectives|criteria):\n(.*?)\n\n", re.MULTILINE | re.DOTALL)
+        return re.findall(r"^([spc]\d+)\b", m.group(1), re.MULTILINE) if m else []
+
+
+# Distinct topics for the fake's criteria, so that the lexical duplicate pre-filter keeps them apart.
+TOPICS = ("dosage", "timing", "cost", "warning signs", "alternatives", "follow-up", "evidence", "risks", "budget",
+          "schedule", "weather", "packing", "insurance", "refunds", "security", "testing", "licences", "privacy",
+          "deadlines", "taxes", "savings", "children", "elderly", "allergies", "exercise", "sleep", "diet", "travel",
+          "documents", "language", "accessibility", "transport", "emergencies", "backups", "versions", "logging")
+
 
 @dataclass
 class ScriptedModel:
@@ -74,6 +98,7 @@ class ScriptedModel:
     questions_per_dimension: int = 2
     rules: dict[str, Rule] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
     max_in_flight: int = 0
     _in_flight: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -116,6 +141,8 @@ class ScriptedModel:
         if req.kind == "lesson":
             m = re.search(r"^(?:The failed check \(.*?\)|The question): (.*)$", req.user, re.MULTILINE)
             return json.dumps({"lesson": f"Make sure that: {m.group(1).strip() if m else 'the check passes'}"})
+        if req.kind.startswith("qworld_"):
+            return self._qworld(req)
         if req.kind == "prompt_edit":
             # Surgical edit: the prompt's first plain line, with the lesson added after it.
             prompt = re.search(r"<prompt>\n(.*)\n</prompt>", req.user, re.DOTALL)
@@ -124,6 +151,43 @@ class ScriptedModel:
                      if ln.strip() and not ln.startswith("## ")]
             find = lines[0] if lines else "?"
             return json.dumps({"find": find, "replace": f"{find} {lesson.group(1).strip() if lesson else ''}"})
+        return json.dumps({})
+
+    def _next(self, kind: str) -> int:
+        with self._lock:
+            self.counters[kind] = self.counters.get(kind, 0) + 1
+            return self.counters[kind]
+
+    @staticmethod
+    def node(level: str, n: int) -> dict[str, str]:
+        """The fake's n-th scenario or perspective (1-based): ``Scenario 3`` / ``Perspective 3``, a distinct word."""
+        word = TOPICS[(n - 1 + (0 if level == "scenario" else 17)) % len(TOPICS)]
+        return {"name": f"{level.capitalize()} {n}", "description": f"The {word} case."}
+
+    def criterion(self, n: int) -> dict[str, Any]:
+        """The fake's n-th criterion (1-based): a distinct topic, points 10, 9, ..., 4, 10, ..."""
+        topic = TOPICS[(n - 1) % len(TOPICS)]
+        return {"question": f"Does the response cover {topic} (criterion {n})?", "points": 10 - (n - 1) % 7,
+                "tag": "coverage"}
+
+    def _qworld(self, req: Request) -> str:
+        if req.kind in ("qworld_scenarios", "qworld_perspectives"):
+            level = req.kind.removeprefix("qworld_").rstrip("s")
+            return json.dumps({"items": [self.node(level, self._next(level)) for _ in range(req.count)]})
+        if req.kind == "qworld_criteria":
+            return json.dumps({"criteria": [self.criterion(self._next("criterion")) for _ in range(req.count)],
+                               "penalties": []})
+        if req.kind == "qworld_review_criterion":
+            return json.dumps({"duplicates": [], "missing": {"criteria": [], "penalties": []}})
+        if req.kind.startswith("qworld_review_"):
+            return json.dumps({"duplicates": [], "missing": {"items": []}})
+        if req.kind == "qworld_lite":
+            return json.dumps({"scenarios": [
+                {"name": f"Scenario {s}", "description": f"Situation number {s}.", "perspectives": [
+                    {"name": f"Perspective {s}.{p}", "penalties": [],
+                     "criteria": [self.criterion(self._next("criterion")) for _ in range(2)]}
+                    for p in (1, 2)]}
+                for s in (1, 2)]})
         return json.dumps({})
 
     def _respond(self, kind: str, messages: list[dict[str, str]], params: dict[str, Any]) -> tuple[str, float]:
