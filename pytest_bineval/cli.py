@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import UsageError
+from .models import STRATEGIES
 from .settings import Settings, add_setting_arguments, settings_from_args
 
 
@@ -33,7 +34,17 @@ def cmd_checklist(args: argparse.Namespace) -> int:
         name, sep, definition = d.partition("=")
         dims.append({name: definition} if sep else name)
     settings = _settings(args)
-    checklist = generate_checklist(args.task, dims or None, settings=settings)
+    if args.strategy == "bineval":
+        if args.question is not None:
+            raise UsageError("--question is for --strategy qworld or qworld-lite (criteria written per question)")
+        if args.task is None:
+            raise UsageError("--task is required (or --strategy qworld --question FILE for criteria per question)")
+        checklist = generate_checklist(args.task, dims or None, settings=settings)
+    else:
+        if args.question is None:
+            raise UsageError(f"--strategy {args.strategy} writes criteria for a question: give --question FILE")
+        checklist = generate_checklist(args.task, dims or None, strategy=args.strategy,
+                                       question=_read(args.question), settings=settings)
     print(checklist.model_dump_json(indent=2))
     return 0
 
@@ -109,8 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bineval", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("checklist", help="turn a task prompt into a checklist (JSON on stdout)")
-    p.add_argument("--task", required=True, help="the task prompt")
+    p = sub.add_parser("checklist", help="turn a task prompt (or a question) into a checklist (JSON on stdout)")
+    p.add_argument("--task", default=None,
+                   help="the task prompt (required for --strategy bineval; for qworld: default 'Answer the user's "
+                        "question.')")
+    p.add_argument("--strategy", choices=STRATEGIES, default="bineval",
+                   help="bineval: one checklist per task (default); qworld: criteria with importance points per "
+                        "question, by recursive expansion (--qworld-widths, --qworld-top-k); qworld-lite: the same "
+                        "in one call")
+    p.add_argument("--question", default=None, metavar="FILE",
+                   help="file holding the user's question, with its context ('-' for stdin); for qworld")
     p.add_argument("--dimension", action="append", metavar="NAME[=DEFINITION]",
                    help="a built-in dimension, or your own as name=definition (repeatable; default: the 4 built-ins)")
     _engine_args(p)
@@ -157,8 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     from .perf import add_perf_parser
+    from .qworld_measure import add_qworld_parser
 
     add_perf_parser(sub)
+    add_qworld_parser(sub)
     try:
         from .bench.cli import add_bench_parser
     except ImportError:  # pragma: no cover - the bench package is part of the distribution

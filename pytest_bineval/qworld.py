@@ -42,7 +42,7 @@ from .errors import ArgumentTypeError, CallError, ChecklistGenerationError, Usag
 from .llm.client import LLMClient
 from .models import Checklist, Merge, Question, QworldTree, TreeNode, Usage
 from .prompting import delimit, load_prompt, prompt_version
-from .similarity import Similarity, make_similarity
+from .similarity import Similarity, make_similarity, opposite
 
 Level = Literal["scenario", "perspective", "criterion"]
 LEVELS: tuple[Level, ...] = ("scenario", "perspective", "criterion")
@@ -477,7 +477,8 @@ class _Builder:
         for i, node in enumerate(nodes):
             best, best_j = -1.0, -1
             for j in kept:
-                same_polarity = level != "criterion" or ((node.points or 1) > 0) == ((nodes[j].points or 1) > 0)
+                same_polarity = level != "criterion" or (
+                    ((node.points or 1) > 0) == ((nodes[j].points or 1) > 0) and not opposite(node.text, nodes[j].text))
                 if same_polarity and matrix[i][j] > best:
                     best, best_j = matrix[i][j], j
             if best_j >= 0 and best >= self.similarity.threshold:

@@ -32,7 +32,7 @@ MINILM_INSTALL = 'pip install "pytest-bineval[embeddings]" && pip install --no-d
 
 # Pairs scoring at or above these are merged without asking the review model (chosen for precision: a wrong
 # merge loses a criterion, a missed duplicate still meets the review call). See docs/qworld.md.
-DEFAULT_THRESHOLDS: dict[str, float] = {"lexical": 0.6, "minilm": 0.85, "embedding": 0.85}
+DEFAULT_THRESHOLDS: dict[str, float] = {"lexical": 0.7, "minilm": 0.85, "embedding": 0.85}
 
 _STOP_WORDS = """
 a an the and or but if then than that this these those of to in on at by for with from as into about over under
@@ -53,6 +53,21 @@ def _stem(word: str) -> str:
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
             return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
     return word
+
+
+_NEGATION = re.compile(r"\b(avoid\w*|not|no|never|without|refrain\w*|free of|don't|doesn't|isn't|aren't|nor)\b",
+                       re.IGNORECASE)
+
+
+def polarity(text: str) -> bool:
+    """Whether a text carries a negation cue ("avoid", "not", "without" ...)."""
+    return _NEGATION.search(text) is not None
+
+
+def opposite(a: str, b: str) -> bool:
+    """Whether two criteria ask opposite things ("Does it mention X?" / "Does it avoid X?"): the pre-filter never
+    merges those, whatever their similarity (they share most words and most of their embedding)."""
+    return polarity(a) != polarity(b)
 
 
 def content_words(text: str) -> frozenset[str]:
@@ -162,13 +177,25 @@ class MiniLMEncoder:
         var = ((x - mu) ** 2).mean(-1, keepdims=True)
         return (x - mu) / np.sqrt(var + eps) * g + b
 
+    BATCH = 32
+
     def encode(self, texts: Sequence[str]) -> Any:
-        """Unit-length embeddings, one row per text."""
+        """Unit-length embeddings, one row per text (batched by length, so that little padding is computed)."""
         import numpy as np
-        from scipy.special import erf
 
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        for start in range(0, len(order), self.BATCH):
+            chunk = order[start : start + self.BATCH]
+            out[chunk] = self._encode_batch([texts[i] for i in chunk])
+        return out
+
+    def _encode_batch(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+        from scipy.special import erf
+
         enc = self.tokenizer.encode_batch(list(texts))
         ids = np.array([e.ids for e in enc], dtype=np.int64)
         mask = np.array([e.attention_mask for e in enc], dtype=np.float32)
@@ -184,7 +211,9 @@ class MiniLMEncoder:
             p = f"encoder.layer.{i}."
 
             def dense(h: Any, name: str, p: str = p) -> Any:
-                return h @ w[p + name + ".weight"].T + w[p + name + ".bias"]
+                weight = w[p + name + ".weight"]
+                flat = h.reshape(-1, h.shape[-1]) @ weight.T + w[p + name + ".bias"]
+                return flat.reshape(*h.shape[:-1], weight.shape[0])
 
             def heads(h: Any) -> Any:
                 return h.reshape(n, t, self.HEADS, hd).transpose(0, 2, 1, 3)
