@@ -85,7 +85,7 @@ class QworldConfig:
     top_k: int | None = None
     similarity: str = "lexical"
     threshold: float | None = None
-    max_tokens: int = 900
+    max_tokens: int = 900  # per reply; the one reply of qworld-lite gets twice as many
 
     def __post_init__(self) -> None:
         for name in ("widths", "breadth"):
@@ -347,12 +347,13 @@ class _Builder:
 
     # -- calls ------------------------------------------------------------------------------------------------
     async def ask(self, what: str, prompt: str, values: dict[str, str], schema_name: str, schema: dict[str, Any],
-                  validate: Callable[[dict[str, Any]], Any], *, fatal: bool = False) -> Any:
+                  validate: Callable[[dict[str, Any]], Any], *, fatal: bool = False, max_tokens: int | None = None) -> Any:
         messages = load_prompt(prompt).messages(question=delimit(self.question), task=self.task, **values)
         async with self.semaphore:
             try:
                 reply = await self.client.complete_json(messages, schema_name=schema_name, schema=schema,
-                                                        validate=validate, max_tokens=self.config.max_tokens,
+                                                        validate=validate,
+                                                        max_tokens=max_tokens or self.config.max_tokens,
                                                         sampling=LIST_SAMPLING)
             except CallError as exc:
                 self.usage += exc.usage or Usage()
@@ -576,7 +577,7 @@ async def _run_lite(b: _Builder) -> dict[str, int]:
     tree = await b.ask("the one-call tree", "qworld_lite",
                        {"scenarios": str(breadth[0]), "perspectives": str(breadth[1]),
                         **b._criterion_values(breadth[2])},
-                       "qworld_lite", schema, validate, fatal=True)
+                       "qworld_lite", schema, validate, fatal=True, max_tokens=2 * b.config.max_tokens)
     for scenario_text, perspectives in tree:
         s = b.add("scenario", scenario_text, None, "decompose", 0)
         for name, criteria in perspectives:
