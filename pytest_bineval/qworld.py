@@ -347,7 +347,8 @@ class _Builder:
 
     # -- calls ------------------------------------------------------------------------------------------------
     async def ask(self, what: str, prompt: str, values: dict[str, str], schema_name: str, schema: dict[str, Any],
-                  validate: Callable[[dict[str, Any]], Any], *, fatal: bool = False, max_tokens: int | None = None) -> Any:
+                  validate: Callable[[dict[str, Any]], Any], *, fatal: bool = False,
+                  max_tokens: int | None = None) -> Any:
         messages = load_prompt(prompt).messages(question=delimit(self.question), task=self.task, **values)
         async with self.semaphore:
             try:
