@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..settings import SETTING_SPECS, add_setting_arguments, settings_from_args
+from .rubrics import RUBRICS, add_rubric_arguments
 from .specs import CUSTOM, METHODS, CustomData, dataset_names
 
 __all__ = ["add_bench_parser", "cmd_bench", "config_from_args"]
@@ -21,6 +22,7 @@ examples:
   bineval bench summeval --docs 10 --model openai/gpt-4o-mini
   bineval bench custom --data judged.jsonl --source-key input --output-key output \\
       --score-key human.quality --task "Answer the customer's question politely."
+  bineval bench rubrics --data healthbench.jsonl --limit 20 --strategy qworld --model openai/gpt-4o-mini
 Results go to --out DIR as <dataset>-<model>.json and .md; the markdown table is printed.
 Every model call is cached (--cache-dir), so rerunning a command resumes an interrupted run.
 """
@@ -49,7 +51,9 @@ def add_bench_parser(sub: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dataset", choices=dataset_names(), help="the benchmark data set")
+    p.add_argument("dataset", choices=[*dataset_names(), RUBRICS],
+                   help=f"the benchmark data set; {RUBRICS}: criteria generated per question against a reference "
+                        "rubric (--data FILE)")
     p.add_argument(
         "--method",
         action="append",
@@ -117,6 +121,7 @@ def add_bench_parser(sub: Any) -> None:
         metavar=("LOW", "HIGH"),
         help="score scale of the geval method (default: 1 5)",
     )
+    add_rubric_arguments(p)
     # --model, --api-base, --cache, --cache-dir, --concurrency, ...: the engine's Settings, defaults and all
     add_setting_arguments(p.add_argument_group("model and cache"))
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -179,6 +184,13 @@ def _command(args: argparse.Namespace) -> str:
         parts += ["--score-key", key]
     for d in args.dimension or []:
         parts += ["--dimension", d]
+    if args.dataset == RUBRICS:
+        for flag, value, default in (("--prompt-key", args.prompt_key, "prompt"),
+                                     ("--rubric-key", args.rubric_key, "rubrics")):
+            if value != default:
+                parts += [flag, value]
+        for strategy in args.strategy or []:
+            parts += ["--strategy", strategy]
     if args.dataset == CUSTOM and tuple(args.scale) != (1.0, 5.0):
         parts += ["--scale", f"{args.scale[0]:g}", f"{args.scale[1]:g}"]
     return " ".join(shlex.quote(p) for p in parts)
@@ -231,6 +243,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .report import render_markdown, result_document, write_results
     from .runner import run_bench
 
+    if args.dataset == RUBRICS:
+        from .rubrics import cmd_rubrics
+
+        return cmd_rubrics(args, _command(args))
     config = config_from_args(args)
     result = result_document(asyncio.run(run_bench(config)))
     markdown = render_markdown(result)
