@@ -106,6 +106,10 @@ def test_points_failure_orders_criteria_by_points(pytester: pytest.Pytester) -> 
     result = pytester.runpytest("-k", "flight", "--bineval-report=report.json")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
+        "*quality*+10*Does the response*no*scripted no for:*",  # the section's table has a points column
+        "*BELOW THRESHOLD *test_advice[[]flight[]]: quality 0.61 points < 0.80",
+    ], consecutive=False)
+    result.stdout.fnmatch_lines([
         "*quality: 0.* points (threshold 0.80) FAIL",
         "*failing questions (2):",
         "*[[]quality[]] (+10 missed) Does the response cover dosage (criterion 1)?",

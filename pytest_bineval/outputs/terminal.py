@@ -25,18 +25,20 @@ def interval(d: DimensionResult) -> str:
 
 def score_line(rec: EvaluationRecord) -> str:
     """``consistency 0.43 < 0.80, fluency 1.00 >= 0.70`` (``error`` when a question got no answer); with repeats
-    or the lower-bound gate, each score's 95% interval and what the threshold was compared with."""
+    or the lower-bound gate, each score's 95% interval and what the threshold was compared with;
+    ``quality 0.38 points >= 0.35`` for a points-weighted score."""
     parts = []
     for d in rec.dimensions:
         op = ">=" if d.outcome == "passed" else "<"
         note = " (judge error)" if d.outcome == "error" else ""
+        kind = " points" if d.score_kind == "points" else ""
         if rec.gate == "lower-bound":
-            parts.append(f"{d.name} {_fmt(d.score)} {interval(d)} lower bound {_fmt(d.low)} {op} {d.threshold:.2f}"
-                         f"{note}")
+            parts.append(f"{d.name} {_fmt(d.score)}{kind} {interval(d)} lower bound {_fmt(d.low)} {op} "
+                         f"{d.threshold:.2f}{note}")
         elif rec.repeats > 1:
-            parts.append(f"{d.name} {_fmt(d.score)} {interval(d)} {op} {d.threshold:.2f}{note}")
+            parts.append(f"{d.name} {_fmt(d.score)}{kind} {interval(d)} {op} {d.threshold:.2f}{note}")
         else:
-            parts.append(f"{d.name} {_fmt(d.score)} {op} {d.threshold:.2f}{note}")
+            parts.append(f"{d.name} {_fmt(d.score)}{kind} {op} {d.threshold:.2f}{note}")
     return ", ".join(parts)
 
 
@@ -62,14 +64,20 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
         console.print(f"scores: {score_line(rec)}", markup=False)
         table = Table(show_lines=False, expand=True)
         table.add_column("dimension", no_wrap=True)
+        points = rec.points()  # question-specific criteria carry importance points
+        if points:
+            table.add_column("points", no_wrap=True, justify="right")
         table.add_column("question", ratio=3)
         table.add_column("answer", no_wrap=True)
         table.add_column("explanation", ratio=3)
         styles = {"yes": "green", "no": "red", "error": "bold magenta"}
         for v in rec.checked():
             why = v.error if v.answer == "error" else v.explanation
-            table.add_row(Text(v.dimension), Text(v.question), Text(answer_text(v), style=styles[v.answer]),
-                          Text(why or ""))
+            cells = [Text(v.dimension)]
+            if points:
+                p = points.get(v.question_id)
+                cells.append(Text("" if p is None else f"{p:+d}"))
+            table.add_row(*cells, Text(v.question), Text(answer_text(v), style=styles[v.answer]), Text(why or ""))
         console.print(table)
     return buf.getvalue().rstrip("\n")
 
