@@ -14,6 +14,9 @@ Replies are chosen by the structured-output schema name of the request (``requir
 ``qworld_lite``); anything a rule returns that is an ``Exception`` is raised (a provider error), a ``float``
 is slept (seconds, to test timeouts) before the default reply, a ``str`` is sent raw.
 
+Embedding requests (``litellm.aembedding(model="<provider>/...")``) get :meth:`ScriptedModel.embed` vectors
+and are recorded with kind ``embedding``.
+
 The default Qworld replies make a deterministic tree: each call writes as many nodes as the request allows
 ("Write up to N ..."), numbered in the order of the calls (``Scenario 1``, ``Perspective 1`` ...; criteria
 ask about distinct topics, with points 10, 9, 8 ... cycling), no penalty, and reviews that find nothing.
@@ -153,6 +156,16 @@ class ScriptedModel:
             return json.dumps({"find": find, "replace": f"{find} {lesson.group(1).strip() if lesson else ''}"})
         return json.dumps({})
 
+    @staticmethod
+    def embed(text: str) -> list[float]:
+        """The fake's embedding of a text: counts of its words hashed into 256 buckets (same words, same vector)."""
+        import zlib
+
+        vector = [0.0] * 256
+        for word in re.findall(r"[a-z0-9]+", text.lower()):
+            vector[zlib.crc32(word.encode()) % 256] += 1.0
+        return vector
+
     def _next(self, kind: str) -> int:
         with self._lock:
             self.counters[kind] = self.counters.get(kind, 0) + 1
@@ -224,7 +237,22 @@ def _make_handler(fake: ScriptedModel) -> Any:
                              usage={"prompt_tokens": n_in, "completion_tokens": len(text.split()),
                                     "total_tokens": n_in + len(text.split())})
 
+    def embedding_response(model: str, inputs: list[Any], model_response: Any) -> Any:
+        with fake._lock:
+            fake.requests.append(Request("embedding", [{"role": "user", "content": str(t)} for t in inputs], {}))
+        model_response.data = [{"object": "embedding", "index": i, "embedding": fake.embed(str(t))}
+                               for i, t in enumerate(inputs)]
+        model_response.model = model
+        return model_response
+
     class FakeHandler(CustomLLM):
+        def embedding(self, model: str, input: list[Any], model_response: Any, *args: Any, **kwargs: Any) -> Any:
+            return embedding_response(model, input, model_response)
+
+        async def aembedding(self, model: str, input: list[Any], model_response: Any, *args: Any,
+                             **kwargs: Any) -> Any:
+            return embedding_response(model, input, model_response)
+
         def completion(self, *args: Any, **kwargs: Any) -> Any:
             params = dict(kwargs.get("optional_params") or {})
             messages = list(kwargs.get("messages") or [])
