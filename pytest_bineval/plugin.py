@@ -116,6 +116,10 @@ def bineval_checklist(_bineval_context: TestContext) -> Checklist:
     from .engine import run_sync
 
     ctx = _bineval_context
+    if ctx.marker.criteria not in (None, "bineval"):
+        raise pytest.UsageError(
+            f"{ctx.nodeid}: bineval_checklist is the task's checklist; with criteria={ctx.marker.criteria!r} the "
+            "criteria depend on the question: use bineval.checklist(task, strategy=..., question=...) instead")
     task = ctx.marker.task or (ctx.fixture_task() if ctx.fixture_task is not None else None)
     if not task:
         raise pytest.UsageError(NO_TASK_MESSAGE)

@@ -17,7 +17,7 @@ from .errors import PinError, UsageError
 from .markers import MarkerArgs
 from .models import Checklist, Evaluation, ScoreKind, Usage
 from .pins import PinFile, pin
-from .qworld import qworld_dimensions
+from .qworld import DEFAULT_TASK, qworld_dimensions
 from .record import (
     ChecklistStatus,
     EvaluationRecord,
@@ -145,9 +145,15 @@ class BinevalService:
         return report
 
     # -- public fixture API ------------------------------------------------------------------------------
-    def checklist(self, task: str, dimensions: DimensionsArg = None) -> Checklist:
-        """The (cached) checklist for a task; pinned files are used by tests, not by this call."""
-        return run_sync(self._agenerate(task, resolve_dimensions(dimensions)))
+    def checklist(self, task: str | None, dimensions: DimensionsArg = None, *, strategy: str = "bineval",
+                  question: str | None = None) -> Checklist:
+        """The (cached) checklist for a task, or with ``strategy="qworld"``/``"qworld-lite"`` the criteria for
+        ``question``; pinned files are used by tests, not by this call."""
+        if strategy == "bineval":
+            if task is None:
+                raise UsageError("a task checklist needs the task text")
+            return run_sync(self._agenerate(task, resolve_dimensions(dimensions)))
+        return run_sync(self._agenerate(task or DEFAULT_TASK, qworld_dimensions(dimensions), strategy, question))
 
     def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
                  dimensions: list[str] | None = None, model: str | None = None) -> Evaluation:

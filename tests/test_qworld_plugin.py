@@ -167,3 +167,22 @@ def test_xdist_workers_pin_their_questions_into_one_file(pytester: pytest.Pytest
     pin = pytester.path / "__bineval__" / "test_advice" / "test_advice.json"
     assert len(json.loads(pin.read_text())["checklists"]) == 2
     pytester.runpytest("-p", "xdist", "-n", "2", "--bineval-strict").assert_outcomes(passed=2)
+
+
+def test_fixtures_with_per_question_criteria(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makepyfile('''
+        import pytest
+
+        def test_service(bineval):
+            checklist = bineval.checklist(None, strategy="qworld-lite", question="How do I learn Rust?")
+            assert checklist.strategy == "qworld-lite" and checklist.question == "How do I learn Rust?"
+            assert all(q.points for q in checklist.questions)
+
+        @pytest.mark.bineval(criteria="qworld")
+        def test_task_checklist_fixture(bineval_checklist):
+            pass
+    ''')
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*bineval_checklist is the task's checklist; with criteria='qworld'*"])
