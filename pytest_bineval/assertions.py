@@ -159,6 +159,9 @@ async def _aprepare(output: Any, dimension: DimensionsArg, source: Any, task: st
     strategy = _choice("criteria", criteria, ctx.marker.criteria if ctx is not None else None, STRATEGIES, "bineval")
     score_kind: ScoreKind = "points" if _choice(
         "score", score, ctx.marker.score if ctx is not None else None, SCORE_KINDS, "share") == "points" else "share"
+    if score_kind == "points" and ctx is not None and ctx.service.options.gate == "lower-bound":
+        raise UsageError("--bineval-gate lower-bound compares the lower end of a share's 95% interval with the "
+                         "threshold; score='points' has no such interval: run these tests with the mean gate")
     status: ChecklistStatus = "explicit"
     if checklist is None:
         question: str | None = None

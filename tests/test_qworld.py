@@ -323,6 +323,14 @@ def test_points_score_by_hand(answers: dict[str, str], expected: float) -> None:
     assert points_score(verdicts, QUESTIONS) == pytest.approx(expected)
 
 
+def test_points_score_with_repeats() -> None:
+    """A question asked three times counts by the share of its repeats: a (10) 2 of 3 yes, x (-8) 1 of 3 no."""
+    a = Verdict(question_id="a", dimension="quality", question="a", answer="yes", repeats=["yes", "no", "yes"])
+    x = Verdict(question_id="x", dimension="quality", question="x", answer="yes", repeats=["yes", "no", "yes"])
+    b = Verdict(question_id="b", dimension="quality", question="b", answer="no", repeats=["no", "no", "no"])
+    assert points_score([a, x, b], QUESTIONS) == pytest.approx((10 * 2 / 3 - 8 / 3) / 15)
+
+
 def test_points_score_edge_cases() -> None:
     assert points_score([v("x", "no")], QUESTIONS) is None  # no positive criterion answered
     plain = [Question(id=i, dimension="quality", text=f"Q {i}?") for i in "ab"]  # no points: share of yes

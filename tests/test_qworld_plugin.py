@@ -144,6 +144,14 @@ def test_marker_criteria_and_score_are_validated(pytester: pytest.Pytester) -> N
     pytester.runpytest().stderr.fnmatch_lines(["*bineval(score='median'): use one of share, points*"])
 
 
+def test_points_with_the_lower_bound_gate_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makepyfile(test_advice=ADVICE.format(flight=FLIGHT))
+    result = pytester.runpytest("--bineval-gate", "lower-bound", "-k", "flight")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*score='points' has no such interval*"])
+
+
 def test_without_source_the_question_is_missing(pytester: pytest.Pytester) -> None:
     make_project(pytester)
     pytester.makepyfile('''

@@ -91,9 +91,12 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         label = {"passed": "PASS", "failed": "BELOW THRESHOLD", "error": "JUDGE ERROR"}[rec.outcome]
         lines.append((f"{label} {rec.key}: {score_line(rec)}", markup))
         if rec.outcome != "passed":
+            points = rec.points()
             for v in rec.checked():
                 if v.answer == "no":
-                    lines.append((f"    [{v.dimension}] {v.question}", {}))
+                    p = points.get(v.question_id)
+                    cost = "" if p is None else (f" (+{p} missed)" if p > 0 else f" ({p} penalty)")
+                    lines.append((f"    [{v.dimension}]{cost} {v.question}", {}))
                     lines.append((f"        -> no: {v.explanation or '(no explanation)'}", {}))
                 elif v.answer == "error":
                     lines.append((f"    [{v.dimension}] {v.question}", {}))
