@@ -72,7 +72,9 @@ def test_small_qworld_tree_on_the_embedded_model(engine: Engine, tmp_path: Path)
     check_valid(checklist, "qworld")
     tree = checklist.tree
     assert tree is not None and tree.widths == [2, 2, 2]
-    # 2 rounds per level (a decomposition of the one kept parent + one expansion) and one review per level
-    assert engine.usage.llm_calls - before == 9
+    # 2 rounds per level (a decomposition of the one kept parent + one expansion) and one review per level:
+    # 9 calls, more if a reply had to be retried
+    assert engine.usage.llm_calls - before >= 9
+    assert {n.round for n in tree.nodes if n.origin != "review"} <= {0, 1}
     assert {n.origin for n in tree.nodes if n.level == "scenario"} >= {"decompose"}
     judge_with_points(engine, checklist)
