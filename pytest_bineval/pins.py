@@ -201,6 +201,12 @@ def _locked(directory: Path, timeout: float = 60.0) -> Iterator[None]:
         os.close(fd)
 
 
+def entry_id(path: Path, checklist: Checklist) -> str:
+    """A name of one pinned checklist (file and entry), for counting what a run wrote."""
+    parts = [*map(str, _identity(checklist)), json.dumps(_dims_key(checklist.dimensions))]
+    return f"{path}#{'/'.join(parts)}"
+
+
 def pin(path: Path, checklist: Checklist, test: str) -> bool:
     """Pin ``checklist`` for ``test`` in the file at ``path`` (locked read-modify-write); True if written."""
     with _locked(path.parent):

@@ -16,7 +16,7 @@ from .engine import Engine, run_sync
 from .errors import PinError, UsageError
 from .markers import MarkerArgs
 from .models import Checklist, Evaluation, ScoreKind, Usage
-from .pins import PinFile, pin
+from .pins import PinFile, entry_id, pin
 from .qworld import DEFAULT_TASK, qworld_dimensions
 from .record import (
     ChecklistStatus,
@@ -191,7 +191,7 @@ class BinevalService:
         checklist = await self._agenerate(task, dims, strategy, question)
         if update:
             if pin(ctx.pin_path, checklist, ctx.test_name):
-                self.pins_written.append(str(ctx.pin_path))
+                self.pins_written.append(entry_id(ctx.pin_path, checklist))  # one per checklist, not per file
             return checklist, "written"
         return checklist, "stale" if stale else "unpinned"
 

@@ -66,7 +66,7 @@ def test_pins_per_question_update_use_and_strict(pytester: pytest.Pytester) -> N
 
     result = pytester.runpytest("--bineval-update-checklists")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["pinned checklists written: 1"])  # one file, one entry per question
+    result.stdout.fnmatch_lines(["pinned checklists written: 2"])  # one file, one entry per question
     entries = json.loads(pin.read_text())["checklists"]
     assert [(e["question"][:12], e["tests"], e["strategy"]) for e in entries] == [
         ("My landlord ", ["test_advice[deposit]"], "qworld"), ("I fly 14 hou", ["test_advice[flight]"], "qworld")]

@@ -47,6 +47,7 @@ def test_parametrized_pins_keep_every_tasks_checklist(pytester: pytest.Pytester,
     run = pytester.runpytest_subprocess if workers else pytester.runpytest
     result = run("--bineval-update-checklists", *workers)
     result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["pinned checklists written: 3"])  # checklists, not files
     pin_file = pytester.path / "__bineval__" / "test_cases" / "test_case.json"
     data = json.loads(pin_file.read_text())
     assert data["format"] == 2
