@@ -409,7 +409,8 @@ def test_judge_error_is_a_test_error_never_a_pass(pytester: pytest.Pytester) -> 
         "*BinevalJudgeError: bineval: the judge (pfake/judge) failed on 1 question(s)*",
         "*[[]fluency[]] Does the response meet fluency check 2?",
         "*cause: *provider exploded: 503*",
-        "JUDGE ERROR *::test_judged: fluency 1.00 < 0.00 (judge error)",
+        "JUDGE ERROR *::test_judged: fluency 1.00 over the answered questions, threshold 0.00 "
+        "(judge error: not scored)",
         "*judge errors: 1*",
     ])
     (ev,) = report_of(pytester).evaluations

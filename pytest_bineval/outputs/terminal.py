@@ -30,8 +30,12 @@ def score_line(rec: EvaluationRecord) -> str:
     parts = []
     for d in rec.dimensions:
         op = ">=" if d.outcome == "passed" else "<"
-        note = " (judge error)" if d.outcome == "error" else ""
         kind = " points" if d.score_kind == "points" else ""
+        note = ""
+        if d.outcome == "error":  # not scored: no comparison with the threshold is claimed
+            parts.append(f"{d.name} {_fmt(d.score)}{kind} over the answered questions, threshold {d.threshold:.2f} "
+                         "(judge error: not scored)")
+            continue
         if rec.gate == "lower-bound":
             parts.append(f"{d.name} {_fmt(d.score)}{kind} {interval(d)} lower bound {_fmt(d.low)} {op} "
                          f"{d.threshold:.2f}{note}")
