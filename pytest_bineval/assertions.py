@@ -20,6 +20,7 @@ from .models import SCORE_KINDS, STRATEGIES, Checklist, Evaluation, ScoreKind
 from .qworld import DEFAULT_TASK
 from .record import ChecklistStatus, EvaluationRecord, Location
 from .session import TestContext, current
+from .untrusted import inert
 
 Threshold = float | Mapping[str, float]
 
@@ -84,8 +85,8 @@ def failure_message(record: EvaluationRecord) -> str:
             votes = f" ({v.repeats.count('yes')} of {len(v.repeats)} yes)" if v.repeats else ""
             p = points.get(v.question_id)
             cost = "" if p is None else (f" (+{p} missed)" if p > 0 else f" ({p} penalty)")
-            lines.append(f"  [{v.dimension}]{cost} {v.question}")
-            lines.append(f"      -> no{votes}: {v.explanation or '(no explanation)'}")
+            lines.append(f"  [{v.dimension}]{cost} {inert(v.question)}")
+            lines.append(f"      -> no{votes}: {inert(v.explanation) or '(no explanation)'}")
     return "\n".join(lines)
 
 
@@ -94,8 +95,8 @@ def judge_error_message(record: EvaluationRecord) -> str:
     lines = [f"bineval: the judge ({record.model}) failed on {len(errors)} question(s); "
              "this test cannot be scored:"]
     for v in errors:
-        lines.append(f"  [{v.dimension}] {v.question}")
-        lines.append(f"      cause: {v.error}")
+        lines.append(f"  [{v.dimension}] {inert(v.question)}")
+        lines.append(f"      cause: {inert(v.error)}")
     return "\n".join(lines)
 
 

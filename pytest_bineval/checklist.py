@@ -23,6 +23,7 @@ from .prompting import load_prompt, prompt_version
 from .qworld import QworldConfig
 from .qworld import generate as qworld_generate
 from .similarity import Similarity
+from .untrusted import inert
 
 MAX_QUESTIONS_PER_DIMENSION = 6
 MAX_REQUIREMENTS = 12
@@ -125,7 +126,7 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
             sampling=LIST_SAMPLING,
         )
     except CallError as exc:
-        raise ChecklistGenerationError(f"step 1 (requirements) failed with {client.model}: {exc.cause}") from exc
+        raise ChecklistGenerationError(f"step 1 (requirements) failed with {client.model}: {inert(exc.cause)}") from exc
     usage += step1.usage
     requirements = step1.value
 
@@ -146,7 +147,7 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
             )
         except CallError as exc:
             raise ChecklistGenerationError(
-                f"step 2 (questions for dimension {name!r}) failed with {client.model}: {exc.cause}"
+                f"step 2 (questions for dimension {name!r}) failed with {client.model}: {inert(exc.cause)}"
             ) from exc
         usage += step2.usage
         n = 0

@@ -7,6 +7,7 @@ Loading this module imports neither litellm nor a model: ``pytest --help`` stays
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -219,6 +220,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from .outputs.terminal import optimize_lines, regression_lines, summary_lines
 
+    github = config.stash.get(GITHUB, None)
+    token = secrets.token_hex(16)
+    if github is not None:  # what follows quotes model text: GitHub must not read any of it as a command
+        terminalreporter.write_line(f"::stop-commands::{token}")
     if service.regressions is not None:
         terminalreporter.write_sep("=", "bineval regressions")
         for text, markup in regression_lines(service.regressions):
@@ -241,8 +246,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")
     for note in notes:
         terminalreporter.write_line(note, yellow=True)
-    github = config.stash.get(GITHUB, None)
-    if github is not None:  # workflow commands: GitHub annotates the assert_passes lines
+    if github is not None:  # workflow commands again, ours only: GitHub annotates the assert_passes lines
+        terminalreporter.write_line(f"::{token}::")
         from .outputs.github import workflow_commands
 
         for line in workflow_commands(service.records, service.regressions, rootdir=str(config.rootpath),

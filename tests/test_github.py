@@ -75,3 +75,60 @@ def test_example_workflow_saves_the_baseline_on_main_and_compares_pull_requests(
     order = list(steps)
     assert order.index("Restore the baseline report of main") < order.index("Run the LLM tests") < order.index(
         "Keep the report as the baseline of pull requests") < order.index("Save the baseline report")
+
+
+INJECTED = ("looks wrong\n::error file=README.md,line=1,title=INJECTED::attacker text\n::add-mask::x\r\n  ::warning::y"
+            " and ##[error]v1 command and ##vso[task.setvariable variable=x]1")
+
+
+def commands_a_runner_would_run(stdout: str) -> list[str]:
+    """The lines a CI runner reads as commands: GitHub's '::cmd::' at the start (leading blanks trimmed) except
+    between ``::stop-commands::TOKEN`` and ``::TOKEN::``, its older '##[cmd]' and Azure's '##vso[' anywhere."""
+    out: list[str] = []
+    stop: str | None = None
+    for raw in stdout.splitlines():
+        line = raw.strip()
+        if stop is not None:
+            if line == f"::{stop}::":
+                stop = None
+            continue
+        if line.startswith("::stop-commands::"):
+            stop = line.split("::stop-commands::", 1)[1]
+        elif line.startswith("::") or "##[" in line or "##vso[" in line:
+            out.append(line)
+    return out
+
+
+def test_judge_text_cannot_issue_workflow_commands(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An explanation or error cause carrying '\\n::error ...' must not become a command of the job: the summary
+    keeps model text on one line, model text everywhere (failure message, section, summary) carries no command
+    marker, and bineval's summary is fenced with stop-commands but its own annotations."""
+    pytester.makeconftest(f'''
+from pytest_bineval.testing import ScriptedModel
+
+def answer(req):
+    if "check 2" in req.question:
+        return RuntimeError({INJECTED!r})
+    return '{{"answer": "no", "explanation": ' + __import__("json").dumps({INJECTED!r}) + '}}'
+
+FAKE = ScriptedModel(provider="ghfake", answers=answer).register()
+''')
+    pytester.makeini("[pytest]\nbineval_model = ghfake/judge\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile('''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        def test_fails():
+            assert_passes("A summary.", dimension="fluency", source="An article.")
+    ''')
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
+    result = pytester.runpytest("--bineval-cache=off", "--bineval-retries=0")
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    assert "attacker text" in out  # the text is shown ...
+    commands = commands_a_runner_would_run(out)
+    assert commands, "bineval's own annotation is expected"
+    assert all(c.startswith("::error file=") for c in commands), commands  # ... but only ours are commands
+    assert len(commands) == 1 and "test_fails" in commands[0]  # one annotation, at the failing assertion

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from ..models import Verdict
 from ..record import CHANGE_KINDS, DimensionResult, EvaluationRecord, OptimizeOutcome, RegressionReport, Totals
+from ..untrusted import inert, one_line
 
 Line = tuple[str, dict[str, bool]]
 
@@ -81,7 +82,8 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
             if points:
                 p = points.get(v.question_id)
                 cells.append(Text("" if p is None else f"{p:+d}"))
-            table.add_row(*cells, Text(v.question), Text(answer_text(v), style=styles[v.answer]), Text(why or ""))
+            table.add_row(*cells, Text(inert(v.question)), Text(answer_text(v), style=styles[v.answer]),
+                          Text(inert(why)))
         console.print(table)
     return buf.getvalue().rstrip("\n")
 
@@ -100,17 +102,17 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                 if v.answer == "no":
                     p = points.get(v.question_id)
                     cost = "" if p is None else (f" (+{p} missed)" if p > 0 else f" ({p} penalty)")
-                    lines.append((f"    [{v.dimension}]{cost} {v.question}", {}))
-                    lines.append((f"        -> no: {v.explanation or '(no explanation)'}", {}))
+                    lines.append((f"    [{v.dimension}]{cost} {one_line(v.question)}", {}))
+                    lines.append((f"        -> no: {one_line(v.explanation) or '(no explanation)'}", {}))
                 elif v.answer == "error":
-                    lines.append((f"    [{v.dimension}] {v.question}", {}))
-                    lines.append((f"        -> judge error: {v.error}", {"red": True}))
+                    lines.append((f"    [{v.dimension}] {one_line(v.question)}", {}))
+                    lines.append((f"        -> judge error: {one_line(v.error)}", {"red": True}))
     unstable = [(rec, v) for rec in records for v in rec.unstable()]
     if unstable:
         lines.append((f"unstable questions ({len(unstable)}): the repeats of the judge gave both answers",
                       {"yellow": True}))
         for rec, v in unstable:
-            lines.append((f"    {rec.key} [{v.dimension}] {v.question}: {answer_text(v)}", {}))
+            lines.append((f"    {rec.key} [{v.dimension}] {one_line(v.question)}: {answer_text(v)}", {}))
     cost = "unknown" if tot.cost_usd is None else f"${tot.cost_usd:.4f}"
     lines.append((
         f"evaluations: {tot.evaluations} ({tot.passed} passed, {tot.failed} below threshold, "
@@ -149,7 +151,7 @@ def counts_text(r: RegressionReport, tot: Totals) -> str:
 
 def _indented(text: str) -> str:
     """A multi-line text under an indented label: its later lines indented too."""
-    return "\n        ".join(text.splitlines() or [""])
+    return "\n        ".join(inert(text).splitlines() or [""])
 
 
 def _change_lines(r: RegressionReport) -> list[Line]:
@@ -161,7 +163,7 @@ def _change_lines(r: RegressionReport) -> list[Line]:
     for kind in CHANGE_KINDS:
         for d, c in r.changes(kind):
             output = "output changed" if d.output_changed else "same output"
-            head = f"{kind.upper()} {d.key} [{c.dimension}] {c.question}: {c.before} -> {c.after} ({output})"
+            head = f"{kind.upper()} {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} ({output})"
             lines.append((head, styles[kind]))
             if c.repeats or c.baseline_repeats:
                 now = " ".join(c.repeats) or c.after
