@@ -34,7 +34,12 @@ class ChecklistGenerationError(BinevalError):
 
 
 class InputTooLargeError(BinevalError, ValueError):
-    """The output and source do not fit in the judge model's context window."""
+    """The output and source do not fit in the judge model's context window; ``usage``: what was spent
+    finding out (the requests made)."""
+
+    def __init__(self, message: str, usage: Any = None) -> None:  # usage: models.Usage
+        super().__init__(message)
+        self.usage = usage
 
 
 class PinError(BinevalError):

@@ -197,15 +197,33 @@ class Verdict(BaseModel):
         return len({a for a in self.samples if a != "error"}) > 1
 
 
-class Usage(BaseModel):
-    """What an operation cost."""
+# The structured-output forms a model can be asked for, from the strictest to none at all: a provider that
+# rejects one is asked for the next (see llm/negotiation.py).
+STRUCTURED_OUTPUT_FORMS = ("json_schema", "json_object", "prompt")
 
-    llm_calls: int = 0
+
+def _weaker_form(a: str | None, b: str | None) -> str | None:
+    """The later (weaker) of two structured-output forms: what a model ended up with."""
+    if a is None or b is None:
+        return a or b
+    order = {f: i for i, f in enumerate(STRUCTURED_OUTPUT_FORMS)}
+    return a if order.get(a, -1) >= order.get(b, -1) else b
+
+
+class Usage(BaseModel):
+    """What an operation cost. ``llm_calls`` counts every request sent to a model, failed ones included
+    (``failed_requests`` of them gave no usable reply: an error, a timeout, an unparseable answer)."""
+
+    llm_calls: int = Field(default=0, description="requests sent to a model, failed ones included")
+    failed_requests: int = Field(default=0, description="requests that gave no usable reply")
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
     seconds: float = 0.0
+    structured_output: dict[str, str] = Field(
+        default_factory=dict,
+        description="models whose provider rejected a structured-output form -> the form used instead")
 
     def __add__(self, other: Usage) -> Usage:
         cost: float | None
@@ -213,13 +231,18 @@ class Usage(BaseModel):
             cost = None
         else:
             cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        forms = dict(self.structured_output)
+        for model, form in other.structured_output.items():
+            forms[model] = _weaker_form(forms.get(model), form) or form
         return Usage(
             llm_calls=self.llm_calls + other.llm_calls,
+            failed_requests=self.failed_requests + other.failed_requests,
             cache_hits=self.cache_hits + other.cache_hits,
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cost_usd=cost,
             seconds=self.seconds + other.seconds,
+            structured_output=forms,
         )
 
     def since(self, before: Usage) -> Usage:
@@ -229,11 +252,14 @@ class Usage(BaseModel):
             cost = self.cost_usd - (before.cost_usd or 0.0)
         return Usage(
             llm_calls=self.llm_calls - before.llm_calls,
+            failed_requests=self.failed_requests - before.failed_requests,
             cache_hits=self.cache_hits - before.cache_hits,
             prompt_tokens=self.prompt_tokens - before.prompt_tokens,
             completion_tokens=self.completion_tokens - before.completion_tokens,
             cost_usd=cost,
             seconds=self.seconds - before.seconds,
+            structured_output={m: f for m, f in self.structured_output.items()
+                               if before.structured_output.get(m) != f},
         )
 
     @staticmethod
