@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import os
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,9 +15,12 @@ from typing import Any, TypeVar
 from . import checklist as _checklist
 from . import judge as _judge
 from .dimensions import DimensionsArg
+from .errors import BinevalError, InputTooLargeError
 from .llm.cache import ResponseCache
 from .llm.client import LLMClient, ModelSettings
 from .llm.local import is_embedded
+from .llm.negotiation import FormatNegotiator
+from .llm.retry import RetryPolicy
 from .models import Checklist, Evaluation, Usage
 from .prompting import Prompt, load_judge_prompt
 from .qworld import QworldConfig, parse_widths
@@ -30,7 +34,8 @@ T = TypeVar("T")
 
 
 class Engine:
-    """Generates checklists and evaluates outputs; keeps a running total of usage."""
+    """Generates checklists and evaluates outputs; keeps a running total of usage (every request made) and the
+    session's structured-output negotiation (``formats``: what each model's provider accepts, learned once)."""
 
     def __init__(self, settings: Settings | None = None, *, cache: ResponseCache | None = None) -> None:
         self.settings = settings or Settings()
@@ -38,19 +43,26 @@ class Engine:
             cache = ResponseCache(Path(os.path.expanduser(self.settings.cache_dir)), self.settings.cache)
         self.cache = cache
         self.usage = Usage()
+        self.formats = FormatNegotiator()
         self._judge_prompt: Prompt | None = None
         self._similarity: dict[tuple[str, float | None], Similarity | None] = {}  # loaded once (MiniLM: 90 MB)
         if self.settings.judge_prompt is not None:
             self._judge_prompt = load_judge_prompt(os.path.expanduser(self.settings.judge_prompt))
 
-    def client(self, model: str, *, repeat: int = 0) -> LLMClient:
-        """A client of ``model``; ``repeat`` > 0 keys its cache entries apart (``Settings.repeats``)."""
+    def client(self, model: str, *, repeat: int = 0, deadline: float | None = None) -> LLMClient:
+        """A client of ``model`` sharing this engine's cache and negotiation; ``repeat`` > 0 keys its cache entries
+        apart (``Settings.repeats``); ``deadline``: a ``time.monotonic()`` instant none of its requests goes past."""
         s = self.settings
         return LLMClient(
             ModelSettings(model=model, temperature=s.temperature, timeout=s.timeout, retries=s.retries,
                           api_base=s.api_base, extra=dict(s.extra), repeat=repeat),
-            self.cache,
+            self.cache, formats=self.formats, deadline=deadline,
         )
+
+    def assertion_deadline(self) -> float:
+        """The deadline of one evaluation: its budget, ``timeout * (retries + 1) + 1`` seconds, from now (all its
+        questions' requests, retries and waits end by then)."""
+        return time.monotonic() + RetryPolicy(retries=self.settings.retries, timeout=self.settings.timeout).budget
 
     def qworld_config(self, **overrides: Any) -> QworldConfig:
         """The Qworld settings (widths, top-K, pre-filter) of these settings, with ``overrides`` (None: kept)."""
@@ -76,11 +88,15 @@ class Engine:
         config = None
         if strategy != "bineval":
             config = qworld or self.qworld_config()
-        result, usage = await _checklist.generate_for(
-            self.client(name), task, dimensions, strategy=strategy, question=question, config=config,
-            similarity=self.similarity(config) if config is not None else None,
-            concurrency=1 if is_embedded(name) else self.settings.concurrency,
-        )
+        try:
+            result, usage = await _checklist.generate_for(
+                self.client(name), task, dimensions, strategy=strategy, question=question, config=config,
+                similarity=self.similarity(config) if config is not None else None,
+                concurrency=1 if is_embedded(name) else self.settings.concurrency,
+            )
+        except BinevalError as exc:  # the failed requests were made all the same
+            self.usage += _usage_of_error(exc)
+            raise
         self.usage += usage
         return result
 
@@ -96,22 +112,27 @@ class Engine:
         repeats = self.settings.repeats
 
         async def once(repeat: int, limit: int) -> Evaluation:
-            return await _judge.judge(self.client(name, repeat=repeat), output, checklist, source,
-                                      concurrency=limit, question_first=question_first,
-                                      prompt=prompt or self._judge_prompt)
+            # each evaluation (each repeat of it) has its deadline: timeout * (retries + 1) + 1 s from its start
+            client = self.client(name, repeat=repeat, deadline=self.assertion_deadline())
+            return await _judge.judge(client, output, checklist, source, concurrency=limit,
+                                      question_first=question_first, prompt=prompt or self._judge_prompt)
 
-        if repeats == 1:
-            result = await once(0, concurrency)
-        else:
-            # Every repeat asks the whole checklist again, with its own cache entries; hosted models share
-            # the concurrency among the repeats, the embedded model takes them one after the other.
-            started = asyncio.get_running_loop().time()
-            if embedded:
-                runs = [await once(k, 1) for k in range(repeats)]
+        try:
+            if repeats == 1:
+                result = await once(0, concurrency)
             else:
-                limit = max(1, concurrency // repeats)
-                runs = list(await asyncio.gather(*(once(k, limit) for k in range(repeats))))
-            result = combine_repeats(runs, seconds=asyncio.get_running_loop().time() - started)
+                # Every repeat asks the whole checklist again, with its own cache entries; hosted models share
+                # the concurrency among the repeats, the embedded model takes them one after the other.
+                started = asyncio.get_running_loop().time()
+                if embedded:
+                    runs = [await once(k, 1) for k in range(repeats)]
+                else:
+                    limit = max(1, concurrency // repeats)
+                    runs = list(await asyncio.gather(*(once(k, limit) for k in range(repeats))))
+                result = combine_repeats(runs, seconds=asyncio.get_running_loop().time() - started)
+        except InputTooLargeError as exc:  # what finding out cost is spent all the same
+            self.usage += _usage_of_error(exc)
+            raise
         self.usage += result.usage
         return result
 
@@ -129,6 +150,17 @@ class Engine:
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
+
+
+def _usage_of_error(exc: BaseException) -> Usage:
+    """The usage an exception (or the one it was raised from) carries."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        usage = getattr(seen, "usage", None)
+        if isinstance(usage, Usage):
+            return usage
+        seen = seen.__cause__
+    return Usage()
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

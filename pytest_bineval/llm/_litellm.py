@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -13,7 +15,9 @@ def import_litellm() -> Any:
     litellm downloads a price list when it is imported unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set, so
     it is set here, right before the import and only when the caller has not set it: importing
     pytest-bineval leaves the environment alone; only a process that reaches a model imports litellm.
+    litellm is made quiet (:func:`quiet`) when this is its first import.
     """
+    first = "litellm" not in sys.modules
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     # litellm's provider modules load lazily and pydantic warns about their ReadOnly TypedDicts: noise
     # for our users, filtered by its exact message (pytest applies the same filter through the plugin).
@@ -24,4 +28,17 @@ def import_litellm() -> Any:
 
         # build the lazily-created response schemas now, inside this filter
         litellm.ModelResponse(choices=[{"message": {"role": "assistant", "content": ""}}])
+    if first:  # a process that imported litellm itself keeps its own settings
+        quiet(litellm)
     return litellm
+
+
+def quiet(litellm: Any) -> None:
+    """Nothing from litellm on stdout/stderr: no "Give Feedback / Get Help" or "Provider List" banners (it prints
+    them on errors and on cost lookups of unknown models), no log lines below ERROR. Errors reach the user as
+    pytest-bineval's own messages (judge errors with their cause)."""
+    litellm.suppress_debug_info = True
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+        logger = logging.getLogger(name)
+        if logger.level < logging.ERROR:
+            logger.setLevel(logging.CRITICAL)

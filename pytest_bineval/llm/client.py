@@ -2,16 +2,18 @@
 
 Hosted models (``openai/...``, ``anthropic/...``, ``ollama/...``, any OpenAI-compatible ``api_base``), the
 embedded model (``bineval/...``) and the scripted fakes of the test suite all take the same path:
-cache lookup, structured-output request, tolerant JSON parsing, bounded retries, usage accounting.
+cache lookup, structured-output request (negotiated: :mod:`.negotiation`), unambiguous JSON parsing
+(:mod:`.parsing`), bounded retries within a deadline (:mod:`.retry`), usage accounting (every request,
+failed ones included). Every failure is a :class:`~pytest_bineval.errors.CallError` with its cause (redacted),
+or :class:`~pytest_bineval.errors.InputTooLargeError`; nothing else escapes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import math
-import re
+import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -19,20 +21,22 @@ from typing import Any, Generic, TypeVar
 from ..errors import CallError, InputTooLargeError
 from ..models import Usage
 from ..prompting import prompt_version
+from ..redaction import redact, replace_surrogates, secrets_of_params
 from ._litellm import import_litellm
 from .cache import ResponseCache, cache_key
+from .negotiation import Form, FormatNegotiator, format_for, response_format
+from .parsing import MalformedResponse, clip, get, p_yes_from_logprobs, parse_json_object, reply_parts
 from .providers import ensure_provider
+from .retry import RetryPolicy, classify, retry_after
+
+__all__ = ["BinevalEncodingWarning", "LLMClient", "ModelSettings", "Reply", "import_litellm", "p_yes_from_logprobs",
+           "parse_json_object", "response_format"]
 
 T = TypeVar("T")
 
-_TRANSIENT = (
-    "RateLimitError",
-    "APIConnectionError",
-    "ServiceUnavailableError",
-    "InternalServerError",
-    "Timeout",
-    "APIError",
-)
+
+class BinevalEncodingWarning(UserWarning):
+    """Text sent to a model had characters that cannot be encoded (lone surrogates); they were replaced."""
 
 
 @dataclass
@@ -58,101 +62,60 @@ class ModelSettings:
     # each repeat gets its own reply and repeat 0 keeps the keys of a run that asks once. Never sent.
     repeat: int = 0
 
-
-def parse_json_object(text: str) -> dict[str, Any]:
-    """Tolerant parse of a JSON object from a model reply (code fences, prose around it)."""
-    stripped = text.strip()
-    fence = re.search(r"```(?:json)?\s*(.*?)```", stripped, re.DOTALL)
-    if fence:
-        stripped = fence.group(1).strip()
-    try:
-        obj = json.loads(stripped)
-    except json.JSONDecodeError:
-        start = stripped.find("{")
-        if start < 0:
-            raise ValueError(f"no JSON object in reply: {_clip(text)!r}") from None
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(stripped[start:])
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"invalid JSON in reply ({exc.msg}): {_clip(text)!r}") from None
-    if not isinstance(obj, dict):
-        raise ValueError(f"reply is JSON but not an object: {_clip(text)!r}")
-    return obj
+    @property
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(retries=self.retries, timeout=self.timeout)
 
 
-def _clip(text: str, n: int = 200) -> str:
-    return text if len(text) <= n else text[:n] + "…"
+def encodable_messages(messages: list[dict[str, str]]) -> tuple[list[dict[str, str]], int]:
+    """``messages`` with lone surrogates replaced by U+FFFD (they cannot be sent as UTF-8), and how many."""
+    out, total = [], 0
+    for m in messages:
+        content, n = replace_surrogates(str(m.get("content") or ""))
+        total += n
+        out.append({**m, "content": content})
+    return out, total
 
 
-def _get(obj: Any, name: str) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return str(exc) or "timed out"
+    return f"{type(exc).__name__}: {clip(str(exc), 300)}"
 
 
-_ANSWER_PREFIX = re.compile(r'"answer"\s*:\s*"\s*$')
-
-
-def p_yes_from_logprobs(logprobs: Any) -> float | None:
-    """P(yes) at the answer position of a ``{"answer": "yes"|"no", ...}`` reply, from OpenAI-style logprobs.
-
-    Sums the probabilities of the top alternatives that read ``yes`` / ``no`` (any case, any
-    leading space or quote) and normalises over the two. None when the provider gave no logprobs.
-    """
-    content = _get(logprobs, "content") if logprobs is not None else None
-    if not content:
-        return None
-    text = ""
-    for entry in content:
-        if _ANSWER_PREFIX.search(text):
-            mass = {"yes": 0.0, "no": 0.0}
-            alternatives = _get(entry, "top_logprobs") or [entry]
-            for alt in alternatives:
-                word = str(_get(alt, "token") or "").strip().strip('"').lower()
-                lp = _get(alt, "logprob")
-                if lp is None:
-                    continue
-                for key in mass:
-                    if word and key.startswith(word) and (len(word) >= 2 or key == "no" == word):
-                        mass[key] += math.exp(float(lp))
-                        break
-            total = mass["yes"] + mass["no"]
-            return None if total == 0 else mass["yes"] / total
-        text += str(_get(entry, "token") or "")
-    return None
-
-
-def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+def _correction_turn(messages: list[dict[str, str]], content: str, problem: str) -> list[dict[str, str]]:
+    """The conversation for another try after an unusable reply: the reply and what was wrong with it."""
+    if not content.strip():
+        return messages
+    return [
+        *messages,
+        {"role": "assistant", "content": content},
+        {"role": "user", "content": f"That reply was not valid ({clip(problem, 200)}). "
+                                    "Reply with only the JSON object, nothing else."},
+    ]
 
 
 class LLMClient:
-    """Asks one model for JSON replies, with cache, retries, timeouts and usage accounting."""
+    """Asks one model for JSON replies, with cache, negotiated structured output, retries within a deadline and
+    usage accounting. ``formats``: the session's negotiation state (the engine shares one between its clients);
+    ``deadline``: a ``time.monotonic()`` instant no request of this client goes past (one assertion's)."""
 
-    def __init__(self, settings: ModelSettings, cache: ResponseCache | None) -> None:
+    def __init__(self, settings: ModelSettings, cache: ResponseCache | None, *,
+                 formats: FormatNegotiator | None = None, deadline: float | None = None) -> None:
         self.settings = settings
         self.cache = cache
+        self.formats = formats or FormatNegotiator()
+        self.deadline = deadline
 
     @property
     def model(self) -> str:
         return self.settings.model
 
-    async def complete_json(
-        self,
-        messages: list[dict[str, str]],
-        *,
-        schema_name: str,
-        schema: dict[str, Any],
-        validate: Callable[[dict[str, Any]], T],
-        max_tokens: int,
-        want_p_yes: bool = False,
-        sampling: dict[str, float] | None = None,
-    ) -> Reply[T]:
-        """One JSON reply validated by ``validate`` (which raises ValueError on a bad one).
-
-        ``sampling``: extra OpenAI-style decoding parameters (e.g. ``presence_penalty``), part of the key.
-        """
-        ensure_provider(self.settings.model)
+    # -- the request ---------------------------------------------------------------------------------------------
+    def build_request(self, messages: list[dict[str, str]], *, schema_name: str, schema: dict[str, Any],
+                      max_tokens: int, want_p_yes: bool = False,
+                      sampling: dict[str, float] | None = None) -> dict[str, Any]:
+        """The logical request (with the ``json_schema`` form, whatever form is sent): what the cache key is of."""
         s = self.settings
         request: dict[str, Any] = {
             "model": s.model,
@@ -168,82 +131,199 @@ class LLMClient:
         if want_p_yes:
             request["logprobs"] = True
             request["top_logprobs"] = 5
-        key = cache_key({**request, "prompt_version": prompt_version(), **({"repeat": s.repeat} if s.repeat else {})})
+        return request
 
+    def key_of(self, request: dict[str, Any]) -> str:
+        """The cache key of a logical request: it, the prompt version, and the repeat (when > 0)."""
+        s = self.settings
+        return cache_key({**request, "prompt_version": prompt_version(), **({"repeat": s.repeat} if s.repeat else {})})
+
+    def _secrets(self) -> list[str]:
+        return secrets_of_params(self.settings.extra)
+
+    def _cached(self, key: str, validate: Callable[[dict[str, Any]], T]) -> Reply[T] | None:
+        if self.cache is None:
+            return None
+        hit = self.cache.get(key)
+        if hit is None:
+            return None
+        try:
+            value = validate(parse_json_object(str(hit["content"])))
+            p = hit.get("p_yes")
+            return Reply(value, str(hit["content"]), None if p is None else float(p),
+                         Usage(cache_hits=1, cost_usd=0.0), cached=True)
+        except (ValueError, KeyError, TypeError):
+            return None  # an entry that no longer validates is recomputed
+
+    async def complete_json(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        schema_name: str,
+        schema: dict[str, Any],
+        validate: Callable[[dict[str, Any]], T],
+        max_tokens: int,
+        want_p_yes: bool = False,
+        sampling: dict[str, float] | None = None,
+    ) -> Reply[T]:
+        """One JSON reply validated by ``validate`` (which raises ValueError on a bad one).
+
+        ``sampling``: extra OpenAI-style decoding parameters (e.g. ``presence_penalty``), part of the key.
+        Raises :class:`CallError` (cause redacted, usage attached) when no usable reply came within the retries
+        and the deadline, :class:`InputTooLargeError` when the prompt does not fit the model's context.
+        """
+        ensure_provider(self.settings.model)
+        request = self.build_request(messages, schema_name=schema_name, schema=schema, max_tokens=max_tokens,
+                                     want_p_yes=want_p_yes, sampling=sampling)
+        key = self.key_of(request)
+        hit = self._cached(key, validate)
+        if hit is not None:
+            return hit
+        sendable, replaced = encodable_messages(messages)
+        if replaced:
+            warnings.warn(f"{replaced} lone surrogate character(s) (not valid UTF-8) in the text sent to "
+                          f"{self.model} were replaced by U+FFFD", BinevalEncodingWarning, stacklevel=2)
+        reply = await self._attempts({**request, "messages": sendable}, schema_name, schema, validate, want_p_yes)
         if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None:
-                try:
-                    value = validate(parse_json_object(str(hit["content"])))
-                    p = hit.get("p_yes")
-                    return Reply(value, str(hit["content"]), None if p is None else float(p),
-                                 Usage(cache_hits=1, cost_usd=0.0), cached=True)
-                except (ValueError, KeyError, TypeError):
-                    pass  # an entry that no longer validates is recomputed
+            self.cache.set(key, {"content": reply.raw, "p_yes": reply.p_yes})
+        return reply
 
+    async def _attempts(self, request: dict[str, Any], schema_name: str, schema: dict[str, Any],
+                        validate: Callable[[dict[str, Any]], T], want_p_yes: bool) -> Reply[T]:
+        """Try, negotiate, retry and wait until a usable reply, the retries or the deadline run out."""
+        policy = self.settings.policy
+        model = self.settings.model
         usage = Usage()
-        started = time.perf_counter()
-        convo = list(messages)
-        cause = "no attempt made"
-        for attempt in range(s.retries + 1):
+        started = time.monotonic()
+        deadline = started + policy.budget
+        if self.deadline is not None:
+            deadline = min(deadline, self.deadline)
+        base_messages: list[dict[str, str]] = request["messages"]
+        convo = base_messages
+        cause = "no request made"
+        attempt = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                cause = f"deadline of {policy.budget:g} s reached ({cause})"
+                break
+            form = self.formats.form(model)
+            if form != "json_schema":
+                usage.structured_output[model] = form
+            usage.llm_calls += 1
+            wait_for = min(policy.timeout, remaining)
             try:
-                response = await self._call({**request, "messages": convo})
-            except InputTooLargeError:
-                raise
-            except Exception as exc:
-                cause = f"{type(exc).__name__}: {_clip(str(exc), 300)}"
-                if type(exc).__name__ not in _TRANSIENT and not isinstance(exc, asyncio.TimeoutError):
+                response = await self._call(
+                    self._with_form({**request, "messages": convo}, form, schema_name, schema)
+                    | {"timeout": wait_for})
+            except Exception as exc:  # any failure of the request: classified, never a crash
+                usage.failed_requests += 1
+                kind = classify(exc)
+                if kind == "too_large":
+                    usage.seconds = time.monotonic() - started
+                    raise InputTooLargeError(redact(
+                        f"the prompt does not fit in the context window of {model}: {clip(str(exc), 400)}",
+                        self._secrets()), usage) from None
+                cause = _describe(exc)
+                if wait_for < policy.timeout and isinstance(exc, asyncio.TimeoutError):
+                    cause += " (cut at the deadline of the evaluation)"
+                if kind == "format":
+                    new, _ = self.formats.downgrade(model, form)
+                    if new is not None:
+                        usage.structured_output[model] = new
+                        continue  # not a retry: the same question, in a form the provider takes
+                    kind = "fatal"
+                if kind != "transient" or attempt >= policy.retries:
                     break
-                await asyncio.sleep(min(0.5 * 2**attempt, 8.0) if attempt < s.retries else 0)
+                wait, why = policy.wait(attempt, retry_after(exc), deadline - time.monotonic())
+                if wait is None:
+                    cause = f"{cause}; {why}"
+                    break
+                await asyncio.sleep(wait)
+                attempt += 1
                 continue
             usage = usage + _usage_of(response)
-            content = str(_get(_get(response.choices[0], "message"), "content") or "")
+            content, finish = "", None
             try:
+                parts = reply_parts(response)
+                content, finish = parts.content, parts.finish_reason
                 value = validate(parse_json_object(content))
-            except (ValueError, TypeError, KeyError) as exc:
-                cause = f"unparseable reply: {exc}"
-                convo = [
-                    *messages,
-                    {"role": "assistant", "content": content},
-                    {"role": "user", "content": f"That reply was not valid ({_clip(str(exc), 200)}). "
-                     "Reply with only the JSON object, nothing else."},
-                ]
+            except Exception as exc:  # a malformed response or an unusable reply: retried at once
+                usage.failed_requests += 1
+                if isinstance(exc, MalformedResponse):
+                    cause = str(exc)
+                else:
+                    cut = " (cut at max_tokens)" if finish == "length" else ""
+                    cause = f"unparseable reply{cut}: {exc}"
+                if attempt >= policy.retries:
+                    break
+                attempt += 1
+                convo = _correction_turn(base_messages, content, str(exc))
                 continue
-            p_yes = p_yes_from_logprobs(_get(response.choices[0], "logprobs")) if want_p_yes else None
-            usage.seconds = time.perf_counter() - started
-            if self.cache is not None:
-                self.cache.set(key, {"content": content, "p_yes": p_yes})
+            p_yes = p_yes_from_logprobs(parts.logprobs) if want_p_yes else None
+            usage.seconds = time.monotonic() - started
             return Reply(value, content, p_yes, usage, cached=False)
-        usage.seconds = time.perf_counter() - started
-        raise CallError(cause, usage)
+        usage.seconds = time.monotonic() - started
+        raise CallError(redact(cause, self._secrets()), usage)
+
+    @staticmethod
+    def _with_form(request: dict[str, Any], form: Form, schema_name: str, schema: dict[str, Any]) -> dict[str, Any]:
+        out = dict(request)
+        fmt = format_for(form, schema_name, schema)
+        if fmt is None:
+            out.pop("response_format", None)
+        else:
+            out["response_format"] = fmt
+        return out
 
     async def _call(self, request: dict[str, Any]) -> Any:
+        """One request through litellm (``request["timeout"]``: seconds to wait for it)."""
         litellm = import_litellm()
-        timeout = self.settings.timeout
+        request = dict(request)
+        timeout = float(request.pop("timeout", None) or self.settings.timeout)
+        if self.settings.api_base and not request.get("api_key") and self._needs_placeholder_key(request["model"]):
+            request["api_key"] = "no-key"  # OpenAI-compatible local servers ignore the key, the client needs one
         try:
             return await asyncio.wait_for(
-                litellm.acompletion(**request, timeout=timeout, drop_params=True, num_retries=0),
+                litellm.acompletion(**request, timeout=timeout, drop_params=True, num_retries=0, max_retries=0),
                 timeout=timeout,
             )
-        except litellm.ContextWindowExceededError as exc:
-            raise InputTooLargeError(
-                f"the prompt does not fit in the context window of {request['model']}: {_clip(str(exc), 400)}"
-            ) from exc
         except asyncio.TimeoutError:
             raise asyncio.TimeoutError(f"no reply within {timeout:g} s") from None
 
+    @staticmethod
+    def _needs_placeholder_key(model: str) -> bool:
+        return model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY")
+
 
 def _usage_of(response: Any) -> Usage:
-    u = _get(response, "usage")
-    cost: float | None
+    """Tokens and cost of a response (requests are counted by the caller). Cost: litellm's price list for a
+    model it knows, looked up quietly; None ("unknown") for any other model."""
+    u = get(response, "usage")
+    return Usage(
+        prompt_tokens=_int(get(u, "prompt_tokens")) if u is not None else 0,
+        completion_tokens=_int(get(u, "completion_tokens")) if u is not None else 0,
+        cost_usd=_cost(response),
+    )
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _cost(response: Any) -> float | None:
     try:
         litellm = import_litellm()
-        cost = float(litellm.completion_cost(completion_response=response))
+        model = str(get(response, "model") or "")
+        hidden = getattr(response, "_hidden_params", None) or {}
+        provider = hidden.get("custom_llm_provider") if isinstance(hidden, dict) else None
+        known = litellm.model_cost
+        candidates = {model, f"{provider}/{model}" if provider else model}
+        if not any(c in known for c in candidates):
+            return None
+        return float(litellm.completion_cost(completion_response=response))
     except Exception:
-        cost = None
-    return Usage(
-        llm_calls=1,
-        prompt_tokens=int(_get(u, "prompt_tokens") or 0) if u is not None else 0,
-        completion_tokens=int(_get(u, "completion_tokens") or 0) if u is not None else 0,
-        cost_usd=cost,
-    )
+        return None
