@@ -1,9 +1,13 @@
 """A disk cache of model replies (diskcache), safe to share between processes (pytest-xdist).
 
-Values are JSON text carrying their own key, so a damaged or foreign entry is recognised and ignored.
+Values are JSON text carrying their own key, so a damaged or foreign entry is recognised and ignored; they
+pass the redaction step (:func:`~pytest_bineval.redaction.redact_obj`) before they are written.
 A cache that cannot be opened or read warns (:class:`BinevalCacheWarning`) and the work is recomputed:
-the cache never crashes a run and never returns a wrong entry. A database that cannot be opened is
-moved aside (nothing is deleted) and a fresh one is made.
+the cache never crashes a run and never returns a wrong entry. In mode ``on`` a database that cannot be
+opened is moved aside (nothing is deleted) and a fresh one is made. Mode ``read-only`` writes nothing at all:
+no file in the cache directory is created, modified or moved (the database is read as an SQLite snapshot,
+``immutable=1``, without diskcache, which rewrites its settings when it opens a cache); a corrupt cache is
+ignored with a warning.
 """
 
 from __future__ import annotations
@@ -11,10 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 import time
+import urllib.parse
 import warnings
 from pathlib import Path
 from typing import Any, Literal
+
+from ..redaction import redact_obj
 
 CacheMode = Literal["on", "off", "read-only"]
 CACHE_MODES: tuple[CacheMode, ...] = ("on", "off", "read-only")
@@ -31,7 +39,7 @@ def cache_key(request: dict[str, Any]) -> str:
     """A stable digest of a request (model, messages, decoding parameters, prompt version)."""
     clean = {k: v for k, v in request.items() if k not in _SECRET_PARAMS}
     blob = json.dumps(clean, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()  # lone surrogates are keyed too
 
 
 class ResponseCache:
@@ -48,9 +56,10 @@ class ResponseCache:
     def _open(self) -> Any:
         if self._cache is not None or self._broken or self.mode == "off":
             return self._cache
-        if self.mode == "read-only" and not self.directory.exists():
-            self._broken = True
-            return None
+        if self.mode == "read-only":
+            self._cache = _open_snapshot(self.directory)
+            self._broken = self._cache is None
+            return self._cache
         import diskcache
 
         try:
@@ -94,7 +103,7 @@ class ResponseCache:
         if cache is None:
             return
         try:
-            cache.set(key, json.dumps({"key": key, "value": value}, ensure_ascii=False))
+            cache.set(key, json.dumps({"key": key, "value": redact_obj(value)}, ensure_ascii=False))
         except Exception as exc:
             self._warn(f"cannot write cache entry ({exc!r})")
 
@@ -106,3 +115,44 @@ class ResponseCache:
     @staticmethod
     def _warn(message: str) -> None:
         warnings.warn(message, BinevalCacheWarning, stacklevel=3)
+
+
+class _Snapshot:
+    """Read-only access to a diskcache directory: SQLite opened ``immutable=1`` (no lock, journal or -shm/-wal file
+    is created or touched), values read as diskcache stores them (short text in the row, long text in a file)."""
+
+    def __init__(self, directory: Path, connection: sqlite3.Connection) -> None:
+        self.directory = directory
+        self._db = connection
+
+    def get(self, key: str) -> Any:
+        row = self._db.execute(
+            "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1 "
+            "AND (expire_time IS NULL OR expire_time > ?)", (key, time.time())).fetchone()
+        if row is None:
+            return None
+        mode, filename, value = row
+        if mode == 1 and isinstance(value, str):  # diskcache MODE_RAW
+            return value
+        if mode == 3 and filename:  # diskcache MODE_TEXT: the value lives in a file of the directory
+            return (self.directory / filename).read_text(encoding="utf-8")
+        raise ValueError(f"entry stored in diskcache mode {mode}, not text")
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _open_snapshot(directory: Path) -> _Snapshot | None:
+    """The cache at ``directory`` for reading only, or None (missing: silently; unreadable: with a warning)."""
+    path = directory / "cache.db"
+    if not path.is_file():
+        return None
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?immutable=1"
+    try:
+        db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        db.execute("SELECT mode, filename, value FROM Cache LIMIT 1").fetchall()
+    except Exception as exc:
+        warnings.warn(f"read-only cache at {directory} is unreadable ({exc!r}); ignored for this run (nothing "
+                      "was changed)", BinevalCacheWarning, stacklevel=4)
+        return None
+    return _Snapshot(directory, db)
