@@ -7,6 +7,7 @@ by plain substitution (never ``str.format``: outputs under test are full of brac
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -100,9 +101,79 @@ def load_judge_prompt(path: str) -> Prompt:
     return check_judge_prompt(parse_prompt(path, text))
 
 
-_CLOSERS = re.compile(r"</?\s*(input|response|task|prompt|lesson|explanation)\s*>", re.IGNORECASE)
+MARKER_NAMES = ("input", "response", "task", "prompt", "lesson", "explanation")
+# A tag a lenient reader could take for one of the markers, in folded text (see _fold): any case, spaces anywhere,
+# attributes, a missing ">".
+LENIENT_TAG = re.compile(r"<\s*/?\s*(?:" + "|".join(MARKER_NAMES) + r")\b[^<>]{0,200}>?", re.IGNORECASE)
+
+# Characters a reader could see as the brackets or the slash of a tag although NFKC keeps them apart.
+_LOOKALIKES = {
+    "\u2039": "<", "\u203a": ">", "\u2329": "<", "\u232a": ">", "\u3008": "<", "\u3009": ">", "\u27e8": "<",
+    "\u27e9": ">", "\u02c2": "<", "\u02c3": ">", "\u1438": "<", "\u1433": ">", "\u276e": "<", "\u276f": ">",
+    "\u2044": "/", "\u2215": "/", "\u29f8": "/",
+    # Cyrillic and Greek letters that look like the Latin ones of the marker names
+    "\u0430": "a", "\u0435": "e", "\u0456": "i", "\u043a": "k", "\u043e": "o", "\u0440": "p", "\u0455": "s",
+    "\u0445": "x", "\u0410": "A", "\u0415": "E", "\u0406": "I", "\u041a": "K", "\u041e": "O", "\u0420": "P",
+    "\u0405": "S", "\u0422": "T", "\u0425": "X", "\u03bf": "o", "\u03c1": "p", "\u03b9": "i", "\u03ba": "k",
+    "\u03c4": "t", "\u03b1": "a", "\u03b5": "e", "\u039f": "O", "\u03a1": "P", "\u0399": "I", "\u039a": "K",
+    "\u03a4": "T", "\u0391": "A", "\u0395": "E", "\u039d": "N",
+}
+# Invisible characters that are letters or symbols by category (fillers, blanks).
+_INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def _fold_char(c: str) -> str:
+    """What a lenient reader sees of one character: nothing for format (zero-width, bidi), combining and control
+    characters and blank fillers; the Latin/ASCII look-alike; else its NFKC form (fullwidth < becomes <)."""
+    if c in _LOOKALIKES:
+        return _LOOKALIKES[c]
+    category = unicodedata.category(c)
+    if c in _INVISIBLE or category in ("Cf", "Mn", "Me", "Cs") or (category == "Cc" and c not in "\t\n\r"):
+        return ""
+    folded = unicodedata.normalize("NFKC", c)
+    return "".join(_LOOKALIKES.get(f, f) for f in folded)
+
+
+def fold(text: str) -> tuple[str, list[int]]:
+    """``text`` as a lenient reader sees it, and for each folded character the index of its original one."""
+    if text.isascii():
+        folded = "".join(c if c >= " " or c in "\t\n\r" else "" for c in text)
+        if len(folded) == len(text):
+            return text, list(range(len(text)))
+    memo: dict[str, str] = {}
+    chars: list[str] = []
+    index: list[int] = []
+    for i, c in enumerate(text):
+        f = memo.get(c)
+        if f is None:
+            f = memo[c] = _fold_char(c)
+        for ch in f:
+            chars.append(ch)
+            index.append(i)
+    return "".join(chars), index
 
 
 def delimit(text: str) -> str:
-    """Neutralise marker tags inside untrusted text so it cannot close its own delimiters."""
-    return _CLOSERS.sub(lambda m: m.group(0).replace("<", "&lt;").replace(">", "&gt;"), text)
+    """Neutralise marker tags inside untrusted text so that it cannot close (or open) its own delimiters.
+
+    Tags are found in the folded text (NFKC, format/zero-width/combining characters removed, look-alike brackets,
+    slashes and letters mapped: :func:`fold`), so ``</response class="x">``, ``< /response>``, ``</res\u200bponse>``
+    and a fullwidth ``\uff1c/response\uff1e`` are all found; in each, every character that reads as ``<`` or ``>``
+    is written ``&lt;`` / ``&gt;``. The rest of the text is left as it was.
+    """
+    folded, index = fold(text)
+    spans = [(index[m.start()], index[m.end() - 1]) for m in LENIENT_TAG.finditer(folded)]
+    if not spans:
+        return text
+    out: list[str] = []
+    last = 0
+    for start, end in spans:
+        if start < last:
+            start = last
+        out.append(text[last:start])
+        for c in text[start : end + 1]:
+            seen = _fold_char(c) if not c.isascii() else c
+            out.append("&lt;" if seen == "<" else "&gt;" if seen == ">" else c)
+        last = end + 1
+    out.append(text[last:])
+    return "".join(out)
