@@ -33,6 +33,7 @@ from .models import (
     share_of_yes,
     yes_count,
 )
+from .redaction import redact, redact_obj, replace_surrogates, secret_values
 from .repeats import wilson_interval
 
 REPORT_FORMAT = 2
@@ -48,6 +49,18 @@ ChecklistStatus = Literal["pinned", "written", "unpinned", "stale", "explicit"]
 def text_digest(text: str) -> str:
     """A short digest of a text (an output under test: did it change between two runs?)."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def clean(text: str, secrets: list[str] | None = None) -> str:
+    """A string fit to leave the process: secrets redacted, lone surrogates (not valid UTF-8) replaced."""
+    return redact(replace_surrogates(text)[0], secrets or ())
+
+
+def _clean_verdict(v: Verdict, secrets: list[str]) -> Verdict:
+    return v.model_copy(update={
+        "question": clean(v.question, secrets), "explanation": clean(v.explanation, secrets),
+        "error": None if v.error is None else clean(v.error, secrets),
+    })
 
 
 def excerpt(text: str | None, limit: int) -> str | None:
@@ -120,7 +133,8 @@ class EvaluationRecord(BaseModel):
               strategy: Strategy = "bineval") -> EvaluationRecord:
         """The record of ``evaluation`` judged against ``thresholds`` (its outcome is computed here); the
         scores are shares of yes, or with ``score_kind="points"`` points-weighted (:func:`points_score`, which
-        has no interval: the ``lower-bound`` gate needs shares)."""
+        has no interval: the ``lower-bound`` gate needs shares). Every text in it passes the redaction step (and
+        lone surrogates are replaced): records are what leaves the process."""
         def score_of(verdicts: Sequence[Verdict]) -> float | None:
             return points_score(verdicts, questions) if score_kind == "points" else share_of_yes(verdicts)
 
@@ -140,12 +154,15 @@ class EvaluationRecord(BaseModel):
             "error" if any(d.outcome == "error" for d in dims)
             else "passed" if all(d.outcome == "passed" for d in dims) else "failed"
         )
+        secrets = secret_values()
+        kept_source = excerpt(source, SOURCE_IN_REPORT)
         return cls(
-            test=test, index=index, task=evaluation.task, prompt=prompt, model=evaluation.model,
+            test=test, index=index, task=clean(evaluation.task, secrets), prompt=prompt, model=evaluation.model,
             checklist_model=checklist_model, checklist_status=checklist_status, prompt_version=prompt_version,
             dimensions=dims, overall=score_of(evaluation.verdicts), outcome=overall, questions=list(questions),
-            verdicts=list(evaluation.verdicts), output=excerpt(output, OUTPUT_IN_REPORT) or "",
-            output_digest=text_digest(output), source=excerpt(source, SOURCE_IN_REPORT), usage=evaluation.usage,
+            verdicts=[_clean_verdict(v, secrets) for v in evaluation.verdicts],
+            output=clean(excerpt(output, OUTPUT_IN_REPORT) or "", secrets), output_digest=text_digest(output),
+            source=None if kept_source is None else clean(kept_source, secrets), usage=evaluation.usage,
             location=location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
             gate=gate, score_kind=score_kind, strategy=strategy,
         )
@@ -321,11 +338,14 @@ class Totals(BaseModel):
     errors: int = Field(default=0, description="evaluations that ended in a judge error")
     questions: int = 0
     judge_errors: int = Field(default=0, description="questions the judge gave no answer to")
-    llm_calls: int = 0
+    llm_calls: int = Field(default=0, description="requests sent to models, failed ones included")
+    failed_requests: int = Field(default=0, description="requests that gave no usable reply")
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    structured_output: dict[str, str] = Field(
+        default_factory=dict, description="models whose provider rejected json_schema -> the form used instead")
     unpinned_checklists: int = 0
     pinned_checklists_written: int = 0
     unstable_questions: int = Field(default=0, description="questions whose repeats got both answers")
@@ -350,10 +370,12 @@ class Totals(BaseModel):
             questions=sum(len(r.verdicts) for r in recs),
             judge_errors=sum(sum(v.answer == "error" for v in r.verdicts) for r in recs),
             llm_calls=usage.llm_calls,
+            failed_requests=usage.failed_requests,
             cache_hits=usage.cache_hits,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cost_usd=usage.cost_usd,
+            structured_output=dict(usage.structured_output),
             unpinned_checklists=len(unpinned),
             pinned_checklists_written=pins_written,
             unstable_questions=sum(len(r.unstable()) for r in recs),
@@ -437,7 +459,9 @@ class ReportDocument(BaseModel):
             raise UsageError(f"{os.fspath(path)}: {exc}") from None
 
     def to_json(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
+        """The document as JSON, every string through the redaction step (records are redacted when built; this
+        covers what was loaded or assembled otherwise)."""
+        return json.dumps(redact_obj(self.model_dump(mode="json")), indent=2, ensure_ascii=False) + "\n"
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write atomically (a reader never sees half a report)."""

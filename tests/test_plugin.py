@@ -158,7 +158,7 @@ def test_pass_and_fail_with_reasons_section_and_summary(pytester: pytest.Pyteste
         "    [[]consistency[]] Does the response meet consistency check 2?",
         "        -> no: scripted no for: Does the response meet consistency check 2?",
         "evaluations: 2 (1 passed, 1 below threshold, 0 judge error), questions: 6, judge errors: 0, "
-        "LLM calls: *, cache hits: *",
+        "requests: *, cache hits: *",
         "unpinned checklists: 2 *",
     ])
     assert result.stdout.str().count("- bineval -") == 1  # only under the failing test

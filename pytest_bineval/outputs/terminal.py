@@ -114,13 +114,18 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         for rec, v in unstable:
             lines.append((f"    {rec.key} [{v.dimension}] {one_line(v.question)}: {answer_text(v)}", {}))
     cost = "unknown" if tot.cost_usd is None else f"${tot.cost_usd:.4f}"
+    failed = f" ({tot.failed_requests} failed)" if tot.failed_requests else ""
     lines.append((
         f"evaluations: {tot.evaluations} ({tot.passed} passed, {tot.failed} below threshold, "
         f"{tot.errors} judge error), questions: {tot.questions}, judge errors: {tot.judge_errors}, "
-        f"LLM calls: {tot.llm_calls}, cache hits: {tot.cache_hits}, "
+        f"requests: {tot.llm_calls}{failed}, cache hits: {tot.cache_hits}, "
         f"tokens: {tot.prompt_tokens} prompt + {tot.completion_tokens} completion, cost: {cost}",
         {"bold": True},
     ))
+    for model, form in sorted(tot.structured_output.items()):
+        what = "no response_format at all, JSON asked for in the prompt" if form == "prompt" else form
+        lines.append((f"judge {model}: structured output (json_schema) not supported, using {what}",
+                      {"yellow": True}))
     if tot.unpinned_checklists:
         lines.append((
             f"unpinned checklists: {tot.unpinned_checklists} "
