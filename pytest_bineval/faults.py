@@ -1,0 +1,193 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1 (stdlib ``http.server``) that misbehaves on purpose.
+
+It serves ``POST /v1/chat/completions`` (and ``GET /v1/models``) and answers each request as its
+``respond`` function says: a JSON body with any status and headers, raw bytes, a hang, or a reset
+connection. It records every request it receives, so a test can compare the number of requests the
+server saw with the number the plugin counted. The fault matrix (:mod:`pytest_bineval.reliability`)
+and the tests use it; nothing in it reaches a network beyond the loopback interface.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An HTTP reply: ``body`` is sent as JSON unless it is ``bytes``/``str``."""
+
+    status: int = 200
+    body: Any = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Send nothing for ``seconds`` (then close the connection)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Reset:
+    """Close the connection at once with a TCP reset, sending nothing."""
+
+
+Action = Reply | Hang | Reset
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request the server saw."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+Responder = Callable[[Received, int], Action]  # (request, 0-based index of the request) -> action
+
+
+def completion(content: str | None, *, finish_reason: str = "stop", model: str = "fault",
+               logprobs: Any = None) -> dict[str, Any]:
+    """An OpenAI chat-completion body with one choice."""
+    return {
+        "id": "chatcmpl-fault", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": finish_reason, "logprobs": logprobs}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def error_body(message: str, kind: str = "server_error", code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+class FaultServer:
+    """``with FaultServer(respond) as server:`` ... ``server.base_url`` (``http://127.0.0.1:<port>/v1``)."""
+
+    def __init__(self, respond: Responder) -> None:
+        self.respond = respond
+        self.received: list[Received] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the fault server is not running")
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    @property
+    def requests(self) -> int:
+        """Chat-completion requests received so far."""
+        with self._lock:
+            return sum(r.path.endswith("/chat/completions") for r in self.received)
+
+    def start(self) -> FaultServer:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="bineval-fault-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()  # ends hangs early
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FaultServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _record(self, received: Received) -> int:
+        with self._lock:
+            self.received.append(received)
+            return sum(r.path.endswith("/chat/completions") for r in self.received) - 1
+
+
+def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            return
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                self._send(Reply(200, {"object": "list", "data": [{"id": "fault", "object": "model"}]}))
+            else:
+                self._send(Reply(404, error_body("not found", "not_found_error")))
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = {"_unparseable": raw.decode("utf-8", "replace")}
+            received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            index = server._record(received)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(Reply(404, error_body(f"no route {self.path}", "not_found_error")))
+                return
+            action = server.respond(received, index)
+            if isinstance(action, Hang):
+                server._stop.wait(action.seconds)
+                self.close_connection = True
+                return
+            if isinstance(action, Reset):
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.close_connection = True
+                self.connection.close()
+                return
+            self._send(action)
+
+        def _send(self, reply: Reply) -> None:
+            if isinstance(reply.body, bytes):
+                data, kind = reply.body, "application/json"
+            elif isinstance(reply.body, str):
+                data, kind = reply.body.encode("utf-8"), "application/json"
+            else:
+                data, kind = json.dumps(reply.body).encode("utf-8"), "application/json"
+            self.send_response(reply.status)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(data)))
+            for name, value in reply.headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+
+    return Handler
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+__all__ = ["Action", "FaultServer", "Hang", "Received", "Reply", "Reset", "Responder", "completion",
+           "error_body", "wait_until"]
