@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .errors import UsageError
 from .models import STRATEGIES
+from .redaction import redact_obj
 from .settings import Settings, add_setting_arguments, settings_from_args
 
 
@@ -45,7 +46,7 @@ def cmd_checklist(args: argparse.Namespace) -> int:
             raise UsageError(f"--strategy {args.strategy} writes criteria for a question: give --question FILE")
         checklist = generate_checklist(args.task, dims or None, strategy=args.strategy,
                                        question=_read(args.question), settings=settings)
-    print(checklist.model_dump_json(indent=2))
+    print(json.dumps(redact_obj(checklist.model_dump(mode="json")), indent=2, ensure_ascii=False))
     return 0
 
 
@@ -57,7 +58,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     source = _read(args.source) if args.source else None
     settings = _settings(args)
     result = evaluate(output, checklist, source, settings=settings)
-    data = json.loads(result.model_dump_json())
+    data = redact_obj(json.loads(result.model_dump_json()))
     data["errors"] = len(result.errors)
     print(json.dumps(data, indent=2, ensure_ascii=False))
     return 2 if result.errors else 0
@@ -197,7 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except (BinevalError, ValueError, TypeError, OSError) as exc:
-        print(f"bineval: error: {exc}", file=sys.stderr)
+        from .redaction import redact
+
+        print(f"bineval: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     return code
 

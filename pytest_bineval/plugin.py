@@ -44,6 +44,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     # litellm builds pydantic schemas lazily and warns about its own TypedDicts: not the user's concern
     config.addinivalue_line("filterwarnings", "ignore:.*ReadOnly.*qualifier:UserWarning")
+    # litellm leaves a coroutine unawaited when a request is cancelled at a deadline: not the user's concern
+    config.addinivalue_line("filterwarnings", "ignore:coroutine '.*acompletion' was never awaited:RuntimeWarning")
     try:
         service = BinevalService.create(read_options(config), config.rootpath)
         if not _is_worker(config):  # the controller compares the merged records with the baseline
@@ -142,7 +144,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # Not a verdict on the output: the test could not be scored (reported as an error, not a failure).
         report.bineval_error = True
         if not excinfo.errisinstance(BinevalJudgeError):
-            report.longrepr = f"{excinfo.typename}: {excinfo.value}"
+            from .redaction import redact
+
+            report.longrepr = redact(f"{excinfo.typename}: {excinfo.value}")
     for rec in ctx.records:
         suffix = "" if len(ctx.records) == 1 else f"[{rec.index}]"
         for d in rec.dimensions:

@@ -22,6 +22,9 @@ def import_litellm() -> Any:
     # litellm's provider modules load lazily and pydantic warns about their ReadOnly TypedDicts: noise
     # for our users, filtered by its exact message (pytest applies the same filter through the plugin).
     warnings.filterwarnings("ignore", message=r".*ReadOnly.*qualifier", category=UserWarning)
+    # litellm.acompletion runs part of a request in a thread that returns a coroutine; a request cancelled then
+    # (the deadline of an evaluation, or its end after a context overflow) leaves that coroutine unawaited
+    warnings.filterwarnings("ignore", message=r"coroutine '.*acompletion' was never awaited", category=RuntimeWarning)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         import litellm

@@ -78,9 +78,11 @@ def encodable_messages(messages: list[dict[str, str]]) -> tuple[list[dict[str, s
 
 
 def _describe(exc: BaseException) -> str:
+    """A one-paragraph cause: the exception's type and message, without a traceback litellm may have put in it."""
     if isinstance(exc, asyncio.TimeoutError):
         return str(exc) or "timed out"
-    return f"{type(exc).__name__}: {clip(str(exc), 300)}"
+    message = str(exc).split("\nTraceback (most recent call last)", 1)[0].strip()
+    return f"{type(exc).__name__}: {clip(message, 300)}"
 
 
 def _correction_turn(messages: list[dict[str, str]], content: str, problem: str) -> list[dict[str, str]]:
@@ -205,7 +207,8 @@ class LLMClient:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                cause = f"deadline of {policy.budget:g} s reached ({cause})"
+                cause = (f"the deadline of {policy.budget:g} s was reached before the question was asked"
+                         if usage.llm_calls == 0 else f"deadline of {policy.budget:g} s reached ({cause})")
                 break
             form = self.formats.form(model)
             if form != "json_schema":

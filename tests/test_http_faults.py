@@ -1,0 +1,247 @@
+"""The judge over real HTTP (litellm -> 127.0.0.1) against a scripted fault server: every fault is a judge error
+with its cause (or InputTooLargeError), never a pass and never a crash; requests are counted honestly; retries
+respect Retry-After and the deadline; structured output is negotiated once per model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from email.utils import formatdate
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_bineval import Checklist, Question, Settings
+from pytest_bineval.engine import Engine, run_sync
+from pytest_bineval.faults import FaultServer, Received, Reply, completion, error_body
+from pytest_bineval.llm.client import BinevalEncodingWarning
+from pytest_bineval.llm.negotiation import FormatNegotiator
+from pytest_bineval.llm.retry import RetryPolicy, classify, parse_retry_after
+from pytest_bineval.record import EvaluationRecord, ReportDocument
+from pytest_bineval.reliability import SCENARIOS, VERDICT_YES, Scenario, run_scenario
+from pytest_bineval.testing import Request, ScriptedModel
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm() -> None:
+    """litellm's first request in a process loads its provider modules (seconds): not part of any time bound."""
+    run_scenario(SCENARIOS[0], timeout=120.0)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_fault_matrix(scenario: Scenario) -> None:
+    """Outcome (error with cause / InputTooLargeError / the control's answers), requests seen by the server ==
+    requests counted == expected, wall time within the evaluation's budget, Retry-After honoured."""
+    result = run_scenario(scenario, questions=2, retries=2, timeout=2.5)
+    assert not result.silent_pass and not result.crashed
+    assert result.problems == [], result
+
+
+def checklist(n: int) -> Checklist:
+    return Checklist(task="T", dimensions={"consistency": "D"},
+                     questions=[Question(id=f"consistency-{i}", dimension="consistency", text=f"Is check {i} met?")
+                                for i in range(1, n + 1)])
+
+
+def _rejects_json_schema(req: Received, index: int) -> Any:
+    fmt = (req.body.get("response_format") or {}).get("type")
+    if fmt == "json_schema":
+        return Reply(500, error_body("('body', 'response_format', 'type'): Input should be 'text' or 'json_object'"))
+    return Reply(200, completion(VERDICT_YES))
+
+
+def test_negotiation_is_once_per_model_and_remembered_with_concurrency() -> None:
+    with FaultServer(_rejects_json_schema) as server:
+        engine = Engine(Settings(model="openai/fault", api_base=server.base_url, cache="off", concurrency=4))
+        first = engine.evaluate("x", checklist(4))
+        assert [v.answer for v in first.verdicts] == ["yes"] * 4
+        rejected = sum(r.body["response_format"]["type"] == "json_schema" for r in server.received)
+        assert 1 <= rejected <= 4  # the concurrent first requests may all be refused, then all move on together
+        assert first.usage.llm_calls == server.requests == 4 + rejected
+        assert first.usage.failed_requests == rejected
+        assert first.usage.structured_output == {"openai/fault": "json_object"}
+        before = server.requests
+        second = engine.evaluate("y", checklist(4))  # remembered: no json_schema request any more
+        assert server.requests - before == second.usage.llm_calls == 4
+        assert {r.body["response_format"]["type"] for r in server.received[before:]} == {"json_object"}
+        assert engine.usage.structured_output == {"openai/fault": "json_object"}
+        engine.close()
+
+
+def test_negotiator_moves_concurrent_refusals_on_once() -> None:
+    formats = FormatNegotiator()
+    assert formats.form("custom/model") == "json_schema"
+    assert formats.downgrade("custom/model", "json_schema") == ("json_object", True)
+    assert formats.downgrade("custom/model", "json_schema") == ("json_object", False)  # a late refusal
+    assert formats.downgrade("custom/model", "json_object") == ("prompt", True)
+    assert formats.downgrade("custom/model", "prompt") == (None, False)
+    assert formats.downgraded() == {"custom/model": "prompt"}
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("20", 20.0), ("0", 0.0), ("1.5", 1.5), ("soon", None), ("-3", 0.0)])
+def test_retry_after_seconds(value: str, seconds: float | None) -> None:
+    assert parse_retry_after(value) == seconds
+
+
+def test_retry_after_http_date() -> None:
+    now = 1_800_000_000.0
+    assert parse_retry_after(formatdate(now + 30, usegmt=True), now) == pytest.approx(30.0)
+    assert parse_retry_after(formatdate(now - 30, usegmt=True), now) == 0.0  # in the past: retry now
+
+
+def test_backoff_is_exponential_capped_and_jittered() -> None:
+    policy = RetryPolicy(retries=10, timeout=60.0, base=0.5, cap=8.0)
+    for attempt in range(10):
+        full = min(8.0, 0.5 * 2 ** attempt)
+        delays = {policy.backoff(attempt) for _ in range(50)}
+        assert all(full * 0.5 <= d <= full for d in delays)
+        assert len(delays) > 1  # jittered
+    assert policy.wait(0, 5.0, remaining=30.0) == (5.0, "")  # Retry-After honoured as given
+    wait, why = policy.wait(0, 90.0, remaining=300.0)
+    assert wait is None and "more than the timeout" in why
+    wait, why = policy.wait(0, 5.0, remaining=3.0)
+    assert wait is None and "beyond this question's deadline" in why
+
+
+def test_an_evaluation_has_a_total_deadline() -> None:
+    """Eight questions that all hang, asked one at a time: the evaluation ends at its deadline
+    (timeout * (retries + 1) + 1 s), not after 8 * 3 timeouts."""
+    from pytest_bineval.faults import Hang
+
+    with FaultServer(lambda req, i: Hang(30.0)) as server:
+        engine = Engine(Settings(model="openai/fault", api_base=server.base_url, cache="off", concurrency=1,
+                                 timeout=1.0, retries=2))
+        started = time.monotonic()
+        result = engine.evaluate("x", checklist(8))
+        took = time.monotonic() - started
+        engine.close()
+    assert took <= 1.0 * 3 + 1.0 + 1.0
+    assert [v.answer for v in result.verdicts] == ["error"] * 8
+    assert any("before the question was asked" in (v.error or "") for v in result.verdicts)
+    assert result.usage.llm_calls == server.requests <= 4
+
+
+def test_classify() -> None:
+    from pytest_bineval.llm._litellm import import_litellm
+
+    litellm = import_litellm()
+    ctx = litellm.BadRequestError(message="Requested tokens (9000) exceed context window of 8192", model="m",
+                                  llm_provider="openai")
+    assert classify(ctx) == "too_large"
+    bad = litellm.BadRequestError(message="temperature too high", model="m", llm_provider="openai")
+    assert classify(bad) == "fatal"
+    assert classify(litellm.RateLimitError(message="slow", model="m", llm_provider="openai")) == "transient"
+    assert classify(asyncio.TimeoutError("no reply")) == "transient"
+    assert classify(KeyError("weird")) == "fatal"
+
+
+# -- encoding and event-loop noise -------------------------------------------------------------------------------
+
+def test_lone_surrogates_are_replaced_and_said(fake: ScriptedModel, cache_dir: Path, tmp_path: Path) -> None:
+    output = "A summary with a broken character \udc80 inside."
+    for mode in ("off", "on"):
+        with pytest.warns(BinevalEncodingWarning, match="2 lone surrogate"):
+            engine = Engine(Settings(model=fake.model, cache=mode, cache_dir=str(cache_dir)))  # type: ignore[arg-type]
+            result = engine.evaluate(output, checklist(2), "source \ud800")
+            engine.close()
+        assert [v.answer for v in result.verdicts] == ["yes", "yes"]
+    sent = fake.requests[-1].user
+    assert "\ufffd" in sent and "\udc80" not in sent
+    # the record and the report take it too (the output is kept with the replacement character)
+    record = EvaluationRecord.build(test="t", evaluation=result, thresholds={"consistency": 0.5},
+                                    questions=checklist(2).questions, checklist_status="explicit", output=output)
+    assert "\ufffd" in record.output
+    ReportDocument(evaluations=[record]).write(tmp_path / "report.json")
+    assert "broken character" in (tmp_path / "report.json").read_text(encoding="utf-8")
+
+
+def _raise_inside() -> None:
+    async def boom() -> None:
+        raise ValueError("the judge path failed")
+
+    run_sync(boom())
+
+
+def test_run_sync_exceptions_carry_no_event_loop_context() -> None:
+    with pytest.raises(ValueError) as info:
+        _raise_inside()
+    assert info.value.__context__ is None and info.value.__cause__ is None
+    assert "no running event loop" not in "".join(traceback.format_exception(info.value))
+
+    async def inside_a_loop() -> None:  # the thread path
+        with pytest.raises(ValueError) as inner:
+            _raise_inside()
+        assert "no running event loop" not in "".join(traceback.format_exception(inner.value))
+
+    asyncio.run(inside_a_loop())
+
+
+def test_any_exception_in_the_judge_path_is_an_error_verdict(fake: ScriptedModel, cache_dir: Path) -> None:
+    def answer(req: Request) -> Any:
+        if "check 1" in req.question:
+            return ZeroDivisionError("division by zero inside the provider")
+        if "check 2" in req.question:
+            return "null"  # JSON, but no object
+        return "yes"
+
+    fake.answers = answer
+    engine = Engine(Settings(model=fake.model, cache_dir=str(cache_dir), retries=1))
+    result = engine.evaluate("x", checklist(3))
+    engine.close()
+    assert [v.answer for v in result.verdicts] == ["error", "error", "yes"]
+    # litellm reports an in-process provider's exception as an APIConnectionError (retried, as transient)
+    assert "division by zero inside the provider" in (result.verdicts[0].error or "")
+    assert "Traceback" not in (result.verdicts[0].error or "")
+    assert "no JSON object" in (result.verdicts[1].error or "")
+    assert result.usage.llm_calls == fake.calls_of("verdict") == 2 + 2 + 1
+    assert result.usage.failed_requests == 4
+
+
+# -- the request count reaches the summary, and the negotiation is said once ---------------------------------------
+
+PROJECT = '''
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="Summarize the article.")
+@pytest.mark.parametrize("i", range(3))
+def test_summary(i):
+    assert_passes(f"summary {{i}}", dimension="fluency", checklist=CHECKLIST, threshold=0.5)
+'''
+CHECKLIST = ('from pytest_bineval import Checklist, Question\n'
+             'CHECKLIST = Checklist(task="Summarize the article.", dimensions={"fluency": "F"}, questions=['
+             'Question(id="fluency-1", dimension="fluency", text="Is it fluent?")])\n')
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["one process", "xdist -n 2"])
+def test_summary_counts_failed_requests_and_says_the_fallback_once(pytester: pytest.Pytester, xdist: bool) -> None:
+    with FaultServer(_rejects_json_schema) as server:
+        pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+        pytester.makepyfile(test_s=CHECKLIST + PROJECT.format())
+        args = ["--bineval-model=openai/fault", f"--bineval-api-base={server.base_url}", "--bineval-cache=off",
+                "--bineval-report=report.json"]
+        run = pytester.runpytest_subprocess if xdist else pytester.runpytest
+        result = run(*args, *(["-p", "xdist", "-n", "2"] if xdist else []))
+        result.assert_outcomes(passed=3)
+        seen = server.requests
+    out = result.stdout.str()
+    assert out.count("judge openai/fault: structured output (json_schema) not supported, using json_object") == 1
+    report = ReportDocument.load(pytester.path / "report.json")
+    assert report.totals.llm_calls == seen  # every request the server saw, refused ones included
+    assert report.totals.failed_requests == seen - 3
+    result.stdout.fnmatch_lines([f"*requests: {seen} ({seen - 3} failed)*"])
+
+
+def test_failed_requests_of_a_judge_error_are_in_the_summary(pytester: pytest.Pytester) -> None:
+    with FaultServer(lambda req, i: Reply(503, error_body("overloaded"))) as server:
+        pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+        pytester.makepyfile(test_s=CHECKLIST + PROJECT.format())
+        result = pytester.runpytest("--bineval-model=openai/fault", f"--bineval-api-base={server.base_url}",
+                                    "--bineval-cache=off", "--bineval-retries=1", "--bineval-timeout=5")
+        result.assert_outcomes(errors=3)
+        assert server.requests == 6
+    result.stdout.fnmatch_lines(["*judge errors: 3, requests: 6 (6 failed)*cost: unknown"])
+    assert "LLM calls" not in result.stdout.str()
