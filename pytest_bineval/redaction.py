@@ -20,9 +20,9 @@ MIN_SECRET_LENGTH = 8  # shorter environment values are not treated as secrets (
 _SECRET_NAME = re.compile(r"(?:_API_KEY|_TOKEN|_SECRET|_SECRET_KEY|_ACCESS_KEY|^API_KEY|^TOKEN)$", re.IGNORECASE)
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # "api_key": "value", api_key=value, api-key: value, x-api-key: value
-    (re.compile(r"""(?i)(\bapi[_-]?key["']?\s*[=:]\s*["']?)[^\s"'&,;)}\]]+"""), rf"\1{REDACTED}"),
+    (re.compile(r"""(?i)(\bapi[_-]?key["']?\s*[=:]\s*["']?)(?!\[REDACTED\])[^\s"'&,;)}\]]+"""), rf"\1{REDACTED}"),
     # query parameters that carry keys
-    (re.compile(r"(?i)([?&](?:key|token|access_token|api_key)=)[^&\s\"']+"), rf"\1{REDACTED}"),
+    (re.compile(r"(?i)([?&](?:key|token|access_token|api_key)=)(?!\[REDACTED\])[^&\s\"']+"), rf"\1{REDACTED}"),
     # Authorization: Bearer <token>
     (re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=\-]{8,}"), rf"\1{REDACTED}"),
     # provider key shapes: OpenAI / Anthropic / many OpenAI-compatible hosts (sk-...), Google (AIza...)
