@@ -37,6 +37,7 @@ NO = {"answer": "no", "explanation": "It does not."}
     (f"My verdict: {json.dumps(YES)}", "yes"),
     ('{"explanation": "fine", "answer": "YES"}', "yes"),
     (json.dumps({"answer": "no", "explanation": 'the output says {"answer": "yes"}'}), "no"),  # quoted inside a string
+    ('{ "answer": "no","explanation":"a raw newline }\nin the string"}', "no"),  # as llama.cpp's server writes it
 ])
 def test_one_verdict_is_read(reply: str, answer: str) -> None:
     assert verdict_of(reply) == answer

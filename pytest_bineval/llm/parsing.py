@@ -55,7 +55,9 @@ def reply_parts(response: Any) -> ReplyParts:
     return ReplyParts(content, get(choice, "logprobs"), None if finish is None else str(finish))
 
 
-_DECODER = json.JSONDecoder()
+# strict=False: control characters (a raw newline) inside strings are taken, as some servers' JSON grammars
+# let them through (llama.cpp's server does).
+_DECODER = json.JSONDecoder(strict=False)
 
 
 def _objects(text: str) -> list[tuple[dict[str, Any], int, int]]:
@@ -106,7 +108,7 @@ def parse_json_object(text: str) -> dict[str, Any]:
     """
     stripped = text.strip()
     try:
-        whole = json.loads(stripped)
+        whole = _DECODER.decode(stripped)
     except (ValueError, RecursionError):
         whole = None
     if isinstance(whole, dict):

@@ -1,0 +1,152 @@
+"""A real OpenAI-compatible judge over HTTP: llama.cpp's own server (``python -m llama_cpp.server``, from
+``llama-cpp-python[server]``) serving the embedded GGUF on 127.0.0.1, reached through litellm as
+``openai/smollm2`` with ``--bineval-api-base``. It rejects ``json_schema`` (HTTP 500), takes ``json_object``
+with a schema, and returns logprobs: the negotiation, the parser and P(yes) are tested against it as it is.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_bineval import Checklist, Question, Settings
+from pytest_bineval.engine import Engine
+from pytest_bineval.record import ReportDocument
+
+pytest_plugins = ["pytester"]
+pytestmark = [pytest.mark.local_model, pytest.mark.http_server]
+
+ALIAS = "smollm2"
+STARTUP_SECONDS = 90.0  # ready in ~5 s when idle; bounded, on a loaded 2-core machine too
+SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ready(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/models", timeout=2) as reply:
+            return bool(reply.status == 200 and ALIAS in reply.read().decode())
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``http://127.0.0.1:<port>/v1`` of a llama.cpp server started for this module, stopped by its pid at the end."""
+    missing = [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install 'llama-cpp-python[server]==0.3.36'")
+    from pytest_bineval.llm.local import gguf_path
+
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}/v1"
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", ALIAS,
+             "--n_ctx", "4096", "--n_threads", "2", "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while not _ready(base):
+            if proc.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"llama_cpp.server not ready within {STARTUP_SECONDS:g} s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield base
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=15)
+
+
+ARTICLE = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros and took three years to build."
+CHECKLIST = Checklist(
+    task="Summarize the article in one sentence.",
+    dimensions={"consistency": "The summary states only facts from the article."},
+    questions=[
+        Question(id="consistency-1", dimension="consistency", text="Does the summary name the city in the article?"),
+        Question(id="consistency-2", dimension="consistency", text="Is every number in the summary in the article?"),
+        Question(id="consistency-3", dimension="consistency", text="Does the summary avoid facts not in the article?"),
+    ],
+)
+
+
+def test_engine_against_llama_cpp_server(llama_server: str, tmp_path: Path) -> None:
+    engine = Engine(Settings(model=f"openai/{ALIAS}", api_base=llama_server, cache="off", concurrency=3,
+                             timeout=120.0))
+    try:
+        result = engine.evaluate("Lyon opened a 40 million euro bridge.", CHECKLIST, ARTICLE)
+    finally:
+        engine.close()
+    assert [v.answer for v in result.verdicts if v.answer == "error"] == [], [v.error for v in result.verdicts]
+    assert all(v.answer in ("yes", "no") for v in result.verdicts)
+    # P(yes) from the server's own logprobs
+    assert all(v.p_yes is not None and 0.0 <= v.p_yes <= 1.0 for v in result.verdicts)
+    # json_schema was refused (HTTP 500), json_object used from then on, and said once
+    assert result.usage.structured_output == {f"openai/{ALIAS}": "json_object"}
+    assert 3 + 1 <= result.usage.llm_calls <= 3 + 3
+    assert result.usage.failed_requests == result.usage.llm_calls - 3
+    assert result.usage.prompt_tokens > 0 and result.usage.cost_usd is None  # tokens counted, cost unknown
+
+
+PROJECT = f'''
+import pytest
+from pytest_bineval import Checklist, assert_passes
+
+CHECKLIST = Checklist.model_validate_json({CHECKLIST.model_dump_json()!r})
+ARTICLE = {ARTICLE!r}
+
+@pytest.mark.parametrize("summary", ["Lyon opened a 40 million euro bridge.", "Paris built a tunnel in 2020."])
+def test_summary(summary):
+    ev = assert_passes(summary, checklist=CHECKLIST, source=ARTICLE, threshold=0.0)
+    assert all(v.p_yes is not None for v in ev.verdicts)
+'''
+
+
+def test_assert_passes_through_the_plugin_then_from_the_cache(pytester: pytest.Pytester, llama_server: str) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_real=PROJECT)
+    args = [f"--bineval-model=openai/{ALIAS}", f"--bineval-api-base={llama_server}", "--bineval-concurrency=3",
+            "--bineval-cache-dir=cache"]
+    first = pytester.runpytest_subprocess(*args, "--bineval-report=first.json", timeout=600)
+    first.assert_outcomes(passed=2)
+    first.stdout.fnmatch_lines([f"judge openai/{ALIAS}: structured output (json_schema) not supported, using "
+                                "json_object"])
+    report = ReportDocument.load(pytester.path / "first.json")
+    assert report.totals.judge_errors == 0 and report.totals.questions == 6
+    assert report.totals.llm_calls >= 6 + 1  # the refused json_schema request(s) are counted too
+    assert all(v.p_yes is not None for e in report.evaluations for v in e.verdicts)
+
+    again = pytester.runpytest_subprocess(*args, "--bineval-report=again.json", timeout=600)
+    again.assert_outcomes(passed=2)
+    rerun = ReportDocument.load(pytester.path / "again.json")
+    assert (rerun.totals.llm_calls, rerun.totals.cache_hits) == (0, 6)
+    again.stdout.fnmatch_lines(["*requests: 0, cache hits: 6*"])
+
+    def answers(doc: ReportDocument) -> list[tuple[str, str, str, float | None]]:
+        return sorted((e.test, v.question_id, v.answer, v.p_yes) for e in doc.evaluations for v in e.verdicts)
+
+    assert answers(report) == answers(rerun)
+    assert json.loads((pytester.path / "again.json").read_text())["evaluations"][0]["verdicts"][0]["cached"]
