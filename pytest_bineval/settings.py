@@ -107,7 +107,8 @@ class Settings:
     concurrency: int = field(default=8, metadata=_opt(
         "parallel requests to hosted models (the embedded model is serialized)", positive_int, "N"))
     timeout: float = field(default=120.0, metadata=_opt(
-        "seconds to wait for one model reply", positive_float, "SECONDS"))
+        "seconds to wait for one model reply; one evaluation's requests, retries and waits end within "
+        "timeout x (retries + 1) + 1 s", positive_float, "SECONDS"))
     retries: int = field(default=2, metadata=_opt(
         "retries of a failed or unparseable reply", non_negative_int, "N"))
     temperature: float = field(default=0.0, metadata=_opt(

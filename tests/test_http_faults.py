@@ -237,10 +237,11 @@ def test_summary_counts_failed_requests_and_says_the_fallback_once(pytester: pyt
 
 def test_failed_requests_of_a_judge_error_are_in_the_summary(pytester: pytest.Pytester) -> None:
     with FaultServer(lambda req, i: Reply(503, error_body("overloaded"))) as server:
-        pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+        # the ini options this time: bineval_model / bineval_api_base
+        pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\nbineval_model = openai/fault\n"
+                         f"bineval_api_base = {server.base_url}\n")
         pytester.makepyfile(test_s=CHECKLIST + PROJECT.format())
-        result = pytester.runpytest("--bineval-model=openai/fault", f"--bineval-api-base={server.base_url}",
-                                    "--bineval-cache=off", "--bineval-retries=1", "--bineval-timeout=5")
+        result = pytester.runpytest("--bineval-cache=off", "--bineval-retries=1", "--bineval-timeout=5")
         result.assert_outcomes(errors=3)
         assert server.requests == 6
     result.stdout.fnmatch_lines(["*judge errors: 3, requests: 6 (6 failed)*cost: unknown"])
