@@ -218,10 +218,11 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
     out += [
         "### Totals",
         "",
-        "| evaluations | questions | LLM calls | cache hits | tokens (prompt + completion) | cost | judge errors "
-        "| unpinned checklists |",
+        "| evaluations | questions | requests (failed) | cache hits | tokens (prompt + completion) | cost "
+        "| judge errors | unpinned checklists |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
-        f"| {totals.evaluations} | {totals.questions} | {totals.llm_calls} | {totals.cache_hits} | "
+        f"| {totals.evaluations} | {totals.questions} | {totals.llm_calls} ({totals.failed_requests}) | "
+        f"{totals.cache_hits} | "
         f"{totals.prompt_tokens} + {totals.completion_tokens} | {cost} | {totals.judge_errors} | "
         f"{totals.unpinned_checklists} |",
         "",
