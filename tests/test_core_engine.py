@@ -333,7 +333,8 @@ def test_context_window_exceeded_is_input_too_large(fake: ScriptedModel, cache_d
         llm_provider=fake.provider)
     with pytest.raises(InputTooLargeError, match=r"context window of fake\d+/judge.*9000 tokens.*8192"):
         evaluate(SUMMARY * 100, make_checklist(2), ARTICLE, **opts(fake, cache_dir))
-    assert fake.calls_of("verdict") == 2  # not retried: retrying cannot help
+    # not retried (retrying cannot help); the other question may be cancelled before it is sent
+    assert 1 <= fake.calls_of("verdict") <= 2
 
 
 def test_empty_output_is_still_asked_every_question(fake: ScriptedModel, cache_dir: Path) -> None:

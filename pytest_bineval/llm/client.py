@@ -5,7 +5,8 @@ embedded model (``bineval/...``) and the scripted fakes of the test suite all ta
 cache lookup, structured-output request (negotiated: :mod:`.negotiation`), unambiguous JSON parsing
 (:mod:`.parsing`), bounded retries within a deadline (:mod:`.retry`), usage accounting (every request,
 failed ones included). Every failure is a :class:`~pytest_bineval.errors.CallError` with its cause (redacted),
-or :class:`~pytest_bineval.errors.InputTooLargeError`; nothing else escapes.
+or :class:`~pytest_bineval.errors.InputTooLargeError`; nothing else escapes. :meth:`LLMClient.send` is that one
+request path; :meth:`LLMClient.complete_json` is the cache and the JSON reading around it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..redaction import redact, replace_surrogates, secrets_of_params
 from ._litellm import import_litellm
 from .cache import ResponseCache, cache_key
 from .negotiation import Form, FormatNegotiator, format_for, response_format
-from .parsing import MalformedResponse, clip, get, p_yes_from_logprobs, parse_json_object, reply_parts
+from .parsing import MalformedResponse, ReplyParts, clip, get, p_yes_from_logprobs, parse_json_object, reply_parts
 from .providers import ensure_provider
 from .retry import RetryPolicy, classify, retry_after
 
@@ -33,6 +34,7 @@ __all__ = ["BinevalEncodingWarning", "LLMClient", "ModelSettings", "Reply", "imp
            "parse_json_object", "response_format"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class BinevalEncodingWarning(UserWarning):
@@ -181,26 +183,38 @@ class LLMClient:
         hit = self._cached(key, validate)
         if hit is not None:
             return hit
-        sendable, replaced = encodable_messages(messages)
-        if replaced:
-            warnings.warn(f"{replaced} lone surrogate character(s) (not valid UTF-8) in the text sent to "
-                          f"{self.model} were replaced by U+FFFD", BinevalEncodingWarning, stacklevel=2)
-        reply = await self._attempts({**request, "messages": sendable}, schema_name, schema, validate, want_p_yes)
+        def read(parts: ReplyParts) -> tuple[T, float | None]:
+            value = validate(parse_json_object(parts.content))
+            return value, p_yes_from_logprobs(parts.logprobs) if want_p_yes else None
+
+        (value, p_yes), parts, usage = await self.send(request, read, schema=(schema_name, schema))
+        reply = Reply(value, parts.content, p_yes, usage, cached=False)
         if self.cache is not None:
             self.cache.set(key, {"content": reply.raw, "p_yes": reply.p_yes})
         return reply
 
-    async def _attempts(self, request: dict[str, Any], schema_name: str, schema: dict[str, Any],
-                        validate: Callable[[dict[str, Any]], T], want_p_yes: bool) -> Reply[T]:
-        """Try, negotiate, retry and wait until a usable reply, the retries or the deadline run out."""
+    async def send(self, request: dict[str, Any], read: Callable[[ReplyParts], R], *,
+                   schema: tuple[str, dict[str, Any]] | None = None) -> tuple[R, ReplyParts, Usage]:
+        """Send ``request`` until ``read`` accepts a reply (it raises ValueError/TypeError/KeyError on an unusable
+        one), or the retries or the deadline run out; every request is counted in the usage returned.
+
+        The one request path (JSON and plain-text replies alike): text that cannot be encoded is replaced and said
+        (:class:`BinevalEncodingWarning`); ``schema`` (name, JSON schema): ask for structured output in the form
+        the session's negotiation has found the provider takes, and add a correction turn after an unusable
+        reply; failures are classified and retried by :mod:`.retry`. Raises :class:`CallError` (cause redacted,
+        usage attached) or :class:`InputTooLargeError`.
+        """
         policy = self.settings.policy
         model = self.settings.model
+        base_messages, replaced = encodable_messages(request["messages"])
+        if replaced:
+            warnings.warn(f"{replaced} lone surrogate character(s) (not valid UTF-8) in the text sent to "
+                          f"{model} were replaced by U+FFFD", BinevalEncodingWarning, stacklevel=3)
         usage = Usage()
         started = time.monotonic()
         deadline = started + policy.budget
         if self.deadline is not None:
             deadline = min(deadline, self.deadline)
-        base_messages: list[dict[str, str]] = request["messages"]
         convo = base_messages
         cause = "no request made"
         attempt = 0
@@ -210,15 +224,16 @@ class LLMClient:
                 cause = (f"the deadline of {policy.budget:g} s was reached before the question was asked"
                          if usage.llm_calls == 0 else f"deadline of {policy.budget:g} s reached ({cause})")
                 break
-            form = self.formats.form(model)
+            form: Form = self.formats.form(model) if schema is not None else "json_schema"
             if form != "json_schema":
                 usage.structured_output[model] = form
             usage.llm_calls += 1
             wait_for = min(policy.timeout, remaining)
+            outgoing = {**request, "messages": convo, "timeout": wait_for}
+            if schema is not None:
+                outgoing = self._with_form(outgoing, form, *schema)
             try:
-                response = await self._call(
-                    self._with_form({**request, "messages": convo}, form, schema_name, schema)
-                    | {"timeout": wait_for})
+                response = await self._call(outgoing)
             except Exception as exc:  # any failure of the request: classified, never a crash
                 usage.failed_requests += 1
                 kind = classify(exc)
@@ -230,7 +245,7 @@ class LLMClient:
                 cause = _describe(exc)
                 if wait_for < policy.timeout and isinstance(exc, asyncio.TimeoutError):
                     cause += " (cut at the deadline of the evaluation)"
-                if kind == "format":
+                if kind == "format" and schema is not None:
                     new, _ = self.formats.downgrade(model, form)
                     if new is not None:
                         usage.structured_output[model] = new
@@ -250,7 +265,7 @@ class LLMClient:
             try:
                 parts = reply_parts(response)
                 content, finish = parts.content, parts.finish_reason
-                value = validate(parse_json_object(content))
+                value = read(parts)
             except Exception as exc:  # a malformed response or an unusable reply: retried at once
                 usage.failed_requests += 1
                 if isinstance(exc, MalformedResponse):
@@ -261,11 +276,11 @@ class LLMClient:
                 if attempt >= policy.retries:
                     break
                 attempt += 1
-                convo = _correction_turn(base_messages, content, str(exc))
+                if schema is not None:
+                    convo = _correction_turn(base_messages, content, str(exc))
                 continue
-            p_yes = p_yes_from_logprobs(parts.logprobs) if want_p_yes else None
             usage.seconds = time.monotonic() - started
-            return Reply(value, content, p_yes, usage, cached=False)
+            return value, parts, usage
         usage.seconds = time.monotonic() - started
         raise CallError(redact(cause, self._secrets()), usage)
 
