@@ -104,6 +104,8 @@ def test_backoff_is_exponential_capped_and_jittered() -> None:
     assert wait is None and "more than the timeout" in why
     wait, why = policy.wait(0, 5.0, remaining=3.0)
     assert wait is None and "beyond this question's deadline" in why
+    wait, why = policy.wait(0, 2.5, remaining=3.0)  # a request needs at least 1 s after the wait
+    assert wait is None and "beyond this question's deadline" in why
 
 
 def test_an_evaluation_has_a_total_deadline() -> None:

@@ -220,7 +220,7 @@ class LLMClient:
         attempt = 0
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining < policy.min_request:
                 cause = (f"the deadline of {policy.budget:g} s was reached before the question was asked"
                          if usage.llm_calls == 0 else f"deadline of {policy.budget:g} s reached ({cause})")
                 break

@@ -8,6 +8,7 @@
 - Between tries: the server's ``Retry-After`` (seconds or an HTTP date) when it gives one and it fits in
   ``timeout`` and in what is left of the budget (a longer one ends the retries at once, saying so);
   otherwise exponential backoff, ``base * 2**attempt`` capped at ``cap``, with jitter (50-100 % of it).
+  No request is started with less than 1 s (or the timeout, when shorter) left before the deadline.
 - A context-window overflow (litellm's ``ContextWindowExceededError``, or a 400/413 whose message says the
   context or maximum length was exceeded) is not a judge error but :class:`~pytest_bineval.errors.InputTooLargeError`.
 """
@@ -28,6 +29,7 @@ from .parsing import MalformedResponse
 
 Kind = Literal["too_large", "format", "transient", "fatal"]
 GRACE = 1.0  # seconds a budget adds to timeout * (retries + 1)
+MIN_REQUEST = 1.0  # no request is started with less time than this (or the timeout) left before the deadline
 
 _TRANSIENT = frozenset({
     "RateLimitError", "APIConnectionError", "ServiceUnavailableError", "InternalServerError", "BadGatewayError",
@@ -139,6 +141,11 @@ class RetryPolicy:
         question that starts at once has its whole ``timeout``)."""
         return self.timeout * (self.retries + 1) + GRACE
 
+    @property
+    def min_request(self) -> float:
+        """Seconds a request needs at least: with less left before the deadline, none is started."""
+        return min(MIN_REQUEST, self.timeout)
+
     def backoff(self, attempt: int, rng: random.Random | None = None) -> float:
         """The wait after failed try number ``attempt`` (0-based): exponential, capped, 50-100 % jitter."""
         full = min(self.cap, self.base * 2 ** attempt)
@@ -151,11 +158,11 @@ class RetryPolicy:
             if server_asks > self.timeout:
                 return None, (f"the server asked to retry after {server_asks:g} s, more than the timeout "
                               f"({self.timeout:g} s)")
-            if server_asks >= remaining:
+            if server_asks + self.min_request > remaining:
                 return None, (f"the server asked to retry after {server_asks:g} s, beyond this question's deadline "
                               f"({max(0.0, remaining):.1f} s left)")
             return server_asks, ""
         delay = self.backoff(attempt, rng)
-        if delay >= remaining:
+        if delay + self.min_request > remaining:
             return None, f"no time left for another try within the deadline ({max(0.0, remaining):.1f} s left)"
         return delay, ""
