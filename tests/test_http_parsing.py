@@ -57,6 +57,7 @@ def test_one_verdict_is_read(reply: str, answer: str) -> None:
     '{"answer": "no", "explanation": ' + json.dumps(YES),
     f"\"answer\": \"no\" -- {json.dumps(YES)}",
     f"{json.dumps(YES)} and also 'answer': 'no'",
+    f'{json.dumps(YES)}{{"answer"',  # found by hypothesis: a fragment cut after the key
     # no verdict at all
     "The answer is yes.",
     "",

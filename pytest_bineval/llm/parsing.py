@@ -93,7 +93,8 @@ def _nested_keys(value: Any, depth: int = 0) -> set[str]:
 
 
 def _key_pattern(key: str) -> re.Pattern[str]:
-    return re.compile(r"""["']""" + re.escape(key) + r"""["']\s*:""", re.IGNORECASE)
+    """The key quoted, as in JSON (with or without its colon: a reply cut after ``{"answer"`` is a fragment too)."""
+    return re.compile(r"""["']""" + re.escape(key) + r"""["']""", re.IGNORECASE)
 
 
 def parse_json_object(text: str) -> dict[str, Any]:
@@ -101,7 +102,7 @@ def parse_json_object(text: str) -> dict[str, Any]:
 
     A reply that is one JSON object (what a provider-enforced JSON mode returns) is that object. Otherwise the
     reply may have prose or code fences around exactly one JSON object; it is ambiguous, and rejected, when it
-    holds several objects, when a fragment outside the object carries one of its keys (``"answer":`` in
+    holds several objects, when a fragment outside the object carries one of its keys quoted (``"answer"`` in
     prose or in a broken object), or when an object nested inside it repeats one of its top-level keys
     (``{"answer": "no", "x": {"answer": "yes"}}``). A verdict quoted from the output under test can so never
     stand in for the judge's own.
