@@ -219,7 +219,9 @@ class Usage(BaseModel):
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float | None = None
+    cost_usd: float | None = Field(default=None, description="the summed cost of the priced replies (None: none)")
+    unpriced_requests: int = Field(default=0, description="replies whose cost litellm does not know (not in "
+                                                          "cost_usd, which is then a lower bound)")
     seconds: float = 0.0
     structured_output: dict[str, str] = Field(
         default_factory=dict,
@@ -241,6 +243,7 @@ class Usage(BaseModel):
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cost_usd=cost,
+            unpriced_requests=self.unpriced_requests + other.unpriced_requests,
             seconds=self.seconds + other.seconds,
             structured_output=forms,
         )
@@ -257,6 +260,7 @@ class Usage(BaseModel):
             prompt_tokens=self.prompt_tokens - before.prompt_tokens,
             completion_tokens=self.completion_tokens - before.completion_tokens,
             cost_usd=cost,
+            unpriced_requests=self.unpriced_requests - before.unpriced_requests,
             seconds=self.seconds - before.seconds,
             structured_output={m: f for m, f in self.structured_output.items()
                                if before.structured_output.get(m) != f},
@@ -268,6 +272,16 @@ class Usage(BaseModel):
         for u in items:
             out = out + u
         return out
+
+
+def cost_text(cost_usd: float | None, unpriced_requests: int) -> str:
+    """A cost a reader may trust: replies whose price litellm does not know make it "unknown", or a lower
+    bound when other replies were priced; cache hits cost nothing but never make an unknown cost known."""
+    if not unpriced_requests:
+        return f"${cost_usd or 0.0:.4f}"
+    if not cost_usd:
+        return "unknown"
+    return f"at least ${cost_usd:.4f} ({unpriced_requests} unpriced)"
 
 
 def yes_count(verdicts: Sequence[Verdict]) -> tuple[int, int]:

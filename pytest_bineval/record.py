@@ -344,6 +344,7 @@ class Totals(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    unpriced_requests: int = Field(default=0, description="replies whose cost is unknown (not in cost_usd)")
     structured_output: dict[str, str] = Field(
         default_factory=dict, description="models whose provider rejected json_schema -> the form used instead")
     unpinned_checklists: int = 0
@@ -375,6 +376,7 @@ class Totals(BaseModel):
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cost_usd=usage.cost_usd,
+            unpriced_requests=usage.unpriced_requests,
             structured_output=dict(usage.structured_output),
             unpinned_checklists=len(unpinned),
             pinned_checklists_written=pins_written,

@@ -328,3 +328,33 @@ def test_every_exception_the_package_defines_is_a_bineval_error() -> None:
     classes.append(local.ContextTooSmall)
     assert classes and all(issubclass(c, BinevalError) for c in classes)
     assert issubclass(PinError, BinevalError)
+
+
+def test_cache_hits_never_make_an_unknown_cost_known(pytester: pytest.Pytester) -> None:
+    """Review finding: a cache hit costs $0, and adding it to a request of unknown cost showed '$0.0000'."""
+    make_project(pytester)
+    pytester.makepyfile(PASS_AND_FAIL)
+    first = pytester.runpytest("--color=no")
+    first.stdout.fnmatch_lines(["evaluations: 2 *requests: *, cache hits: *, cost: unknown"])
+    # one output changed: its question is a new request of unknown price, the other verdicts are cache hits
+    pytester.makepyfile(PASS_AND_FAIL.replace("A fine summary.", "Another fine summary."))
+    mixed = pytester.runpytest("--color=no", "--bineval-report=report.json")
+    mixed.stdout.fnmatch_lines(["evaluations: 2 *requests: *, cache hits: *, cost: unknown"])
+    totals = report_of(pytester).totals
+    assert totals.llm_calls == totals.unpriced_requests > 0 and totals.cache_hits > 0
+    # nothing sent: nothing paid
+    cached = pytester.runpytest("--color=no")
+    cached.stdout.fnmatch_lines(["evaluations: 2 *requests: 0, cache hits: *, cost: $0.0000"])
+
+
+def test_cost_text_is_a_lower_bound_when_some_replies_are_unpriced() -> None:
+    from pytest_bineval.models import Usage, cost_text
+
+    priced, unpriced, hit = Usage(llm_calls=1, cost_usd=0.002), Usage(llm_calls=1, unpriced_requests=1), \
+        Usage(cache_hits=1, cost_usd=0.0)
+    assert cost_text((priced + hit).cost_usd, (priced + hit).unpriced_requests) == "$0.0020"
+    total = unpriced + hit
+    assert (total.cost_usd, cost_text(total.cost_usd, total.unpriced_requests)) == (0.0, "unknown")
+    total = priced + unpriced + hit
+    assert cost_text(total.cost_usd, total.unpriced_requests) == "at least $0.0020 (1 unpriced)"
+    assert (total.since(priced).unpriced_requests, cost_text(None, 0)) == (1, "$0.0000")

@@ -25,6 +25,7 @@ from ..prompting import prompt_version
 from ..redaction import redact, replace_surrogates, secrets_of_params
 from ._litellm import import_litellm
 from .cache import ResponseCache, cache_key
+from .local import is_embedded
 from .negotiation import Form, FormatNegotiator, format_for, response_format
 from .parsing import MalformedResponse, ReplyParts, clip, get, p_yes_from_logprobs, parse_json_object, reply_parts
 from .providers import ensure_provider
@@ -236,6 +237,8 @@ class LLMClient:
                 response = await self._call(outgoing)
             except Exception as exc:  # any failure of the request: classified, never a crash
                 usage.failed_requests += 1
+                if not is_embedded(model):  # a provider may bill a request that failed (e.g. cut at the timeout)
+                    usage.unpriced_requests += 1
                 kind = classify(exc)
                 if kind == "too_large":
                     usage.seconds = time.monotonic() - started
@@ -318,10 +321,12 @@ def _usage_of(response: Any) -> Usage:
     """Tokens and cost of a response (requests are counted by the caller). Cost: litellm's price list for a
     model it knows, looked up quietly; None ("unknown") for any other model."""
     u = get(response, "usage")
+    cost = _cost(response)
     return Usage(
         prompt_tokens=_int(get(u, "prompt_tokens")) if u is not None else 0,
         completion_tokens=_int(get(u, "completion_tokens")) if u is not None else 0,
-        cost_usd=_cost(response),
+        cost_usd=cost,
+        unpriced_requests=int(cost is None),
     )
 
 

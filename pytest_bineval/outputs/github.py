@@ -12,6 +12,7 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..models import cost_text
 from ..record import EvaluationDiff, EvaluationRecord, Location, RegressionReport, Totals
 from .terminal import score_line
 
@@ -214,7 +215,7 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
         out += [f"- {md(r.key)} \\[{md(v.dimension)}\\] {md(v.question)}: {v.repeats.count('yes')} of "
                 f"{len(v.repeats)} yes" for r, v in unstable]
         out.append("")
-    cost = "unknown" if totals.cost_usd is None else f"${totals.cost_usd:.4f}"
+    cost = cost_text(totals.cost_usd, totals.unpriced_requests)
     out += [
         "### Totals",
         "",

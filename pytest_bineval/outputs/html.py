@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..models import Verdict
+from ..models import Verdict, cost_text
 from ..record import (
     ChangeKind,
     DimensionResult,
@@ -342,8 +342,8 @@ class ReportView:
 
     @property
     def cost(self) -> str:
-        c = self.document.totals.cost_usd
-        return "n/a" if c is None else f"${c:.4f}"
+        t = self.document.totals
+        return cost_text(t.cost_usd, t.unpriced_requests)
 
 
 def _dimension_verdicts(rec: EvaluationRecord) -> dict[str, list[Verdict]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-from ..models import Verdict
+from ..models import Verdict, cost_text
 from ..record import CHANGE_KINDS, DimensionResult, EvaluationRecord, OptimizeOutcome, RegressionReport, Totals
 from ..untrusted import inert, one_line
 
@@ -113,7 +113,7 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                       {"yellow": True}))
         for rec, v in unstable:
             lines.append((f"    {rec.key} [{v.dimension}] {one_line(v.question)}: {answer_text(v)}", {}))
-    cost = "unknown" if tot.cost_usd is None else f"${tot.cost_usd:.4f}"
+    cost = cost_text(tot.cost_usd, tot.unpriced_requests)
     failed = f" ({tot.failed_requests} failed)" if tot.failed_requests else ""
     lines.append((
         f"evaluations: {tot.evaluations} ({tot.passed} passed, {tot.failed} below threshold, "
