@@ -25,6 +25,11 @@ class NoTaskError(UsageError):
     """No task text anywhere for a test's checklist (argument, marker or ``bineval_task`` fixture)."""
 
 
+class DataFileError(BinevalError, ValueError):
+    """A data file (``bineval align`` / ``bineval bench`` records) that cannot be read as given; the message
+    names the file, the line and the key."""
+
+
 class MissingExtraError(BinevalError, ImportError):
     """An optional dependency (the embedded model's extra) is not installed."""
 

@@ -8,6 +8,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .errors import DataFileError
+
 __all__ = ["field_text", "get_field", "iter_jsonl", "iter_records", "read_json_list"]
 
 
@@ -20,16 +22,16 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield number, json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}, line {number}: invalid JSON ({exc.msg})") from exc
+                raise DataFileError(f"{path}, line {number}: invalid JSON ({exc.msg})") from exc
 
 
 def read_json_list(path: Path) -> list[Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from exc
+        raise DataFileError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+        raise DataFileError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
     return data
 
 
@@ -58,13 +60,13 @@ def _lookup(record: Any, key: str) -> Any:
 def get_field(record: Mapping[str, Any], key: str, where: str) -> Any:
     value = _lookup(record, key)
     if value is _MISSING:
-        raise ValueError(f"{where}: missing key {key!r}")
+        raise DataFileError(f"{where}: missing key {key!r}")
     return value
 
 
 def _text(value: Any, where: str, key: str) -> str:
     if value is None:
-        raise ValueError(f"{where}: key {key!r} is null")
+        raise DataFileError(f"{where}: key {key!r} is null")
     if isinstance(value, str):
         return value
     if isinstance(value, (dict, list)):
@@ -77,7 +79,7 @@ def iter_records(path: Path, limit: int | None = None) -> Iterator[tuple[int, st
     of a ``.json`` list (by position); ``where`` names the file and number for error messages.
 
     Raises:
-        ValueError: If the JSON is invalid or a record is not a JSON object.
+        DataFileError: If the JSON is invalid or a record is not a JSON object (a ValueError too).
     """
     records: Iterator[tuple[int, Any]]
     if path.suffix.lower() == ".json":
@@ -89,7 +91,7 @@ def iter_records(path: Path, limit: int | None = None) -> Iterator[tuple[int, st
             return
         where = f"{path}, {unit} {number}"
         if not isinstance(record, Mapping):
-            raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+            raise DataFileError(f"{where}: expected a JSON object, got {type(record).__name__}")
         yield number, where, record
 
 

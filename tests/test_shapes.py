@@ -330,6 +330,22 @@ def test_every_exception_the_package_defines_is_a_bineval_error() -> None:
     assert issubclass(PinError, BinevalError)
 
 
+def test_data_files_and_settings_raise_bineval_errors_naming_the_place(tmp_path: Path) -> None:
+    """Review finding: bad data files and a bad cache mode raised a bare ValueError (a BinevalError now)."""
+    from pytest_bineval.errors import DataFileError, UsageError
+    from pytest_bineval.jsonl import field_text, iter_records
+    from pytest_bineval.llm.cache import ResponseCache
+
+    bad = tmp_path / "outputs.jsonl"
+    bad.write_text('{"summary": "ok"}\n{"summary": \n', encoding="utf-8")
+    with pytest.raises(DataFileError, match=r"outputs.jsonl, line 2: invalid JSON"):
+        list(iter_records(bad))
+    with pytest.raises(DataFileError, match=r"here: missing key 'article'"):
+        field_text({"summary": "ok"}, "article", "here")
+    with pytest.raises(UsageError, match="cache mode must be one of"):
+        ResponseCache(tmp_path / "cache", mode="sometimes")  # type: ignore[arg-type]
+
+
 def test_cache_hits_never_make_an_unknown_cost_known(pytester: pytest.Pytester) -> None:
     """Review finding: a cache hit costs $0, and adding it to a request of unknown cost showed '$0.0000'."""
     make_project(pytester)

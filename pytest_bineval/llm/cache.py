@@ -22,6 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal
 
+from ..errors import UsageError
 from ..redaction import redact_obj
 
 CacheMode = Literal["on", "off", "read-only"]
@@ -47,7 +48,7 @@ class ResponseCache:
 
     def __init__(self, directory: str | os.PathLike[str], mode: CacheMode = "on") -> None:
         if mode not in CACHE_MODES:
-            raise ValueError(f"cache mode must be one of {CACHE_MODES}, not {mode!r}")
+            raise UsageError(f"cache mode must be one of {CACHE_MODES}, not {mode!r}")
         self.directory = Path(directory)
         self.mode: CacheMode = mode
         self._cache: Any = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..errors import BinevalError
 from ._litellm import import_litellm
 from .local import DEFAULT_MODEL, EMBEDDED_CONTEXT, EMBEDDED_PROVIDER, is_embedded, make_embedded_handler
 
@@ -70,5 +71,5 @@ def embedded_model() -> Any:
     ensure_provider(DEFAULT_MODEL)
     handler = registered_handler(EMBEDDED_PROVIDER)
     if handler is None:  # pragma: no cover - ensure_provider registers it or raises
-        raise RuntimeError("the embedded model provider could not be registered")
+        raise BinevalError("the embedded model provider could not be registered")
     return handler.embedded
