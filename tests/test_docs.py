@@ -71,3 +71,14 @@ def test_getting_started_carries_the_readme_commands_verbatim() -> None:
     assert len(commands) == 2
     for command in commands:
         assert command in page
+
+
+def test_the_readme_configuration_table_has_every_option() -> None:
+    """README.md's own table (what a newcomer reads first) names every --bineval-* option and its ini key."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `--bineval-")]
+    missing = [spec.name for spec in SPECS
+               if not any(r.startswith(f"| `--bineval-{spec.name}") and f"`{dest(spec)}`" in r for r in rows)]
+    assert not missing, f"README.md's configuration table lacks --bineval-{', --bineval-'.join(missing)}"
+    assert len(rows) == len(SPECS), "README.md's configuration table has a row for an option that does not exist"
