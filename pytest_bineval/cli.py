@@ -11,7 +11,7 @@ from pathlib import Path
 from .errors import UsageError
 from .models import STRATEGIES
 from .redaction import redact_obj
-from .settings import Settings, add_setting_arguments, settings_from_args
+from .settings import Settings, add_setting_arguments, number_in, settings_from_args
 
 
 def _read(path: str) -> str:
@@ -101,9 +101,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .outputs.html import BaselineDiff, diff_reports, write_html
     from .record import ReportDocument
 
+    if args.tolerance is not None and not args.baseline:
+        raise UsageError("--tolerance applies to a comparison with --baseline (the comparison a report holds "
+                         "keeps the tolerance of its run)")
     document = ReportDocument.load(args.report)
     if args.baseline:
-        diff: BaselineDiff | None = diff_reports(document, ReportDocument.load(args.baseline), args.baseline)
+        diff: BaselineDiff | None = diff_reports(document, ReportDocument.load(args.baseline), args.baseline,
+                                                 tolerance=args.tolerance or 0.0)
     else:  # the run's own comparison, when it was made with --bineval-baseline
         diff = BaselineDiff.of(document.regressions) if document.regressions is not None else None
     write_html(args.html, document, diff)
@@ -113,7 +117,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if diff is not None:
         print(f"compared with {diff.label}: {len(diff.of_kind('regression'))} regressed question(s) (yes -> no), "
               f"{len(diff.of_kind('fix'))} fixed, {len(diff.of_kind('unstable flip'))} unstable flip(s), "
-              f"{diff.compared} questions compared")
+              f"{len(diff.drops)} score drop(s) beyond tolerance {diff.tolerance}, {diff.compared} questions compared")
     return 0
 
 
@@ -168,11 +172,16 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="render a saved --bineval-report JSON as a self-contained HTML page",
         description="Render a report written by --bineval-report (any format this version reads), e.g. a CI "
                     "artifact, as one HTML file that opens from disk. With --baseline, the questions answered "
-                    "yes there and no here are marked as regressions; without it, the comparison the report "
-                    "holds (a run with --bineval-baseline) is shown.")
+                    "yes there and no here are marked as regressions, and so are the tests whose dimension "
+                    "score fell by more than --tolerance; without it, the comparison the report holds (a run "
+                    "with --bineval-baseline) is shown.")
     p.add_argument("report", metavar="REPORT.json", help="the --bineval-report file")
     p.add_argument("--baseline", metavar="BASE.json", default=None,
                    help="an earlier report to compare with, question by question")
+    p.add_argument("--tolerance", metavar="D", default=None,
+                   type=number_in(float, 0.0, 1.0, range_text="a tolerance is a score difference within [0, 1]"),
+                   help="with --baseline: a dimension score drop up to this much is not a regression (default 0, "
+                        "as --bineval-regression-tolerance)")
     p.add_argument("--html", metavar="OUT.html", required=True, help="the HTML file to write")
     p.set_defaults(func=cmd_report)
 

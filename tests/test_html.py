@@ -338,12 +338,64 @@ def test_bineval_report_renders_a_saved_report_against_a_baseline(tmp_path: Path
     printed = capsys.readouterr().out
     assert f"wrote {out}: 2 evaluations (1 passed, 1 below threshold, 0 judge error)" in printed
     assert (f"compared with {base}: 1 regressed question(s) (yes -> no), 0 fixed, 0 unstable flip(s), "
-            "2 questions compared") in printed
+            "1 score drop(s) beyond tolerance 0.00, 2 questions compared") in printed
     page = out.read_text(encoding="utf-8")
     assert rows_and_cells(page) == (2, 3) and '<td class="cell no regressed"' in page
     assert main(["report", str(now), "--html", str(tmp_path / "plain.html")]) == 0
     plain = (tmp_path / "plain.html").read_text(encoding="utf-8")
     assert '<td class="cell no regressed"' not in plain and 'value="regressed" disabled' in plain
+
+
+def test_bineval_report_marks_score_drops_beyond_the_tolerance(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # no answer flips: a question answered no is added to t::a (1.00 -> 0.50) and a question answered yes is
+    # gone from t::b (0.67 -> 0.50)
+    base, now = tmp_path / "base.json", tmp_path / "now.json"
+    document(record("t::a", {"consistency": ["yes"]}),
+             record("t::b", {"consistency": ["yes", "no", "yes"]}, thresholds={"consistency": 0.0})).write(base)
+    document(record("t::a", {"consistency": ["yes", "no"]}),
+             record("t::b", {"consistency": ["yes", "no"]}, thresholds={"consistency": 0.0})).write(now)
+
+    def regressed_rows(page: str) -> list[tuple[str, str]]:
+        return sorted(re.findall(r'<tr class="test .*? data-regressed="(\d)".*?<span class="tn">([^<]+)</span>',
+                                 page, re.DOTALL))
+
+    out = tmp_path / "strict.html"
+    assert main(["report", str(now), "--baseline", str(base), "--html", str(out)]) == 0
+    assert ("0 regressed question(s) (yes -> no), 0 fixed, 0 unstable flip(s), 2 score drop(s) beyond tolerance "
+            "0.00, 3 questions compared") in capsys.readouterr().out
+    page = out.read_text(encoding="utf-8")
+    assert regressed_rows(page) == [("1", "a"), ("1", "b")] and "regressed (2)" in page
+    assert page.count('title="score drop beyond the tolerance 0.00"') == 2  # the two bars' deltas
+
+    out = tmp_path / "between.html"
+    assert main(["report", str(now), "--baseline", str(base), "--tolerance", "0.4", "--html", str(out)]) == 0
+    assert "1 score drop(s) beyond tolerance 0.40" in capsys.readouterr().out
+    page = out.read_text(encoding="utf-8")
+    assert regressed_rows(page) == [("0", "b"), ("1", "a")] and "regressed (1)" in page
+    assert page.count('title="score drop beyond the tolerance 0.40"') == 1 and 'class="delta down"' in page  # b
+    assert "score drop beyond tolerance 0.40" in page
+
+    out = tmp_path / "tolerant.html"  # a drop of exactly the tolerance is not counted
+    assert main(["report", str(now), "--baseline", str(base), "--tolerance", "0.5", "--html", str(out)]) == 0
+    assert "0 score drop(s) beyond tolerance 0.50" in capsys.readouterr().out
+    page = out.read_text(encoding="utf-8")
+    assert regressed_rows(page) == [("0", "a"), ("0", "b")]
+    assert 'class="delta down dropped"' not in page and "score drop beyond tolerance" not in page
+
+
+def test_bineval_report_tolerance_needs_a_baseline_and_a_share(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    now = tmp_path / "now.json"
+    document(record("t::a", {"consistency": ["yes"]})).write(now)
+    out = tmp_path / "out.html"
+    assert main(["report", str(now), "--tolerance", "0.1", "--html", str(out)]) == 2
+    assert "--tolerance applies to a comparison with --baseline" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(now), "--baseline", str(now), "--tolerance", "1.5", "--html", str(out)])
+    assert exc.value.code == 2
+    assert "a tolerance is a score difference within [0, 1], not 1.5" in capsys.readouterr().err
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("content", ["not json", '{"format": 9}', "[]"])

@@ -4,6 +4,7 @@ real terminal output, with a scripted fake judge; in-process and under ``-p xdis
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -290,22 +291,52 @@ def test_a_regression_fails_the_session_only_with_fail_on_regression(pytester: p
     ])
 
 
+TWO = GREEN + '''
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_b():
+    assert_passes("output b", dimension="consistency", threshold=0.0)
+'''
+
+
 def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester) -> None:
-    # the baseline had one question, answered yes; now a second one is asked and answered no: no answer flipped,
-    # but consistency dropped from 1.00 to 0.50
+    # No answer flips; consistency-2 is now asked and answered no. test_a: the baseline asked consistency-1 only
+    # (yes): 1.00 -> 0.50. test_b: the baseline also asked consistency-3 (yes), not asked now: 0.67 -> 0.50.
     project(pytester, {Q("consistency", 2): "no"})
-    pytester.makepyfile(test_green=GREEN)
-    green_baseline(pytester.path / "base.json", "test_green.py::test_a",
-                   [("consistency-1", "consistency", Q("consistency", 1), "yes")])
+    pytester.makepyfile(test_green=TWO)
+    c1, c2, c3 = Q("consistency", 1), Q("consistency", 2), Q("consistency", 3)
+    write_baseline(pytester.path / "base.json", [
+        rec("test_green.py::test_a", [("consistency-1", "consistency", c1, "yes")], output="output a",
+            thresholds={"consistency": 0.5}),
+        rec("test_green.py::test_b", [("consistency-1", "consistency", c1, "yes"),
+                                      ("consistency-2", "consistency", c2, "no"),
+                                      ("consistency-3", "consistency", c3, "yes")],
+            output="output b", thresholds={"consistency": 0.0})])
     args = ("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression")
-    strict = pytester.runpytest(*args)
+    strict = pytester.runpytest(*args)  # the default tolerance, 0: both drops count
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
     strict.stdout.fnmatch_lines([
         "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00)",
-        "bineval: session failed: 1 score drop beyond tolerance 0.00 vs baseline base.json *",
+        "SCORE DROP test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17, tolerance 0.00)",
+        "bineval: session failed: 2 score drops beyond tolerance 0.00 vs baseline base.json *",
     ])
-    assert pytester.runpytest(*args, "--bineval-regression-tolerance=0.4").ret == pytest.ExitCode.TESTS_FAILED
+    # tolerance 0.4: test_a's drop of 0.50 counts, test_b's 0.17 does not; the page marks test_a only
+    between = pytester.runpytest(*args, "--bineval-regression-tolerance=0.4", "--bineval-html=page.html")
+    between.assert_outcomes(passed=2)
+    assert between.ret == pytest.ExitCode.TESTS_FAILED
+    between.stdout.fnmatch_lines([
+        "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.40)",
+        "score change test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17)",
+        "vs baseline base.json: 0 regressions, 0 unstable flips, 0 fixes, 0 new judge errors, 1 score drop beyond "
+        "tolerance 0.40; *",
+        "bineval: session failed: 1 score drop beyond tolerance 0.40 vs baseline base.json *",
+    ])
+    page = (pytester.path / "page.html").read_text(encoding="utf-8")
+    rows = re.findall(r'<tr class="test .*? data-regressed="(\d)".*?<span class="tn">([^<]+)</span>', page, re.DOTALL)
+    assert sorted(rows) == [("0", "test_b"), ("1", "test_a")]
+    # tolerance 0.5: a drop of exactly the tolerance is not counted; nothing fails the session
     tolerant = pytester.runpytest(*args, "--bineval-regression-tolerance=0.5")
+    tolerant.assert_outcomes(passed=2)
     assert tolerant.ret == pytest.ExitCode.OK
     tolerant.stdout.fnmatch_lines([
         "score change test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50)",

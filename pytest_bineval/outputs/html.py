@@ -43,12 +43,14 @@ class BaselineDiff:
     report: RegressionReport
     changes: dict[tuple[str, str], QuestionChange] = field(default_factory=dict)
     scores: dict[tuple[str, str], float | None] = field(default_factory=dict)  # (key, dimension) -> old score
+    drops: frozenset[tuple[str, str]] = frozenset()  # (key, dimension): fell by more than the tolerance
 
     @classmethod
     def of(cls, report: RegressionReport) -> BaselineDiff:
         return cls(report=report,
                    changes={(d.key, c.question_id): c for d in report.compared for c in d.changes},
-                   scores={(d.key, s.name): s.before for d in report.compared for s in d.scores})
+                   scores={(d.key, s.name): s.before for d in report.compared for s in d.scores},
+                   drops=frozenset((d.key, s.name) for d, s in report.score_drops()))
 
     @property
     def label(self) -> str:
@@ -76,14 +78,20 @@ class BaselineDiff:
     def of_kind(self, kind: ChangeKind) -> list[QuestionChange]:
         return [c for _, c in self.report.changes(kind)]
 
+    @property
+    def tolerance(self) -> str:
+        return f"{self.report.tolerance:.2f}"
 
-def diff_reports(current: ReportDocument, baseline: ReportDocument, label: str = "baseline") -> BaselineDiff:
+
+def diff_reports(current: ReportDocument, baseline: ReportDocument, label: str = "baseline", *,
+                 tolerance: float = 0.0) -> BaselineDiff:
     """This report against a baseline report, question by question (:func:`pytest_bineval.baseline.diff_runs`:
-    yes -> no of a stable question is a regression, no -> yes a fix, a flip of an unstable one apart)."""
+    yes -> no of a stable question is a regression, no -> yes a fix, a flip of an unstable one apart); a
+    dimension score that fell by more than ``tolerance`` is a score drop."""
     from ..baseline import diff_runs
 
     return BaselineDiff.of(diff_runs(baseline.evaluations, current.evaluations, baseline=label,
-                                     created=baseline.created, generator=baseline.generator))
+                                     tolerance=tolerance, created=baseline.created, generator=baseline.generator))
 
 
 # -- the view the template lays out -------------------------------------------------------------------------
@@ -104,6 +112,7 @@ class Bar:
     dim: DimensionResult
     before: float | None = None  # the baseline's score, when there is one
     compared: bool = False
+    dropped: bool = False  # fell by more than the tolerance since the baseline (--bineval-fail-on-regression)
 
     @property
     def fill(self) -> float:
@@ -209,8 +218,16 @@ class Row:
         return [c for c in self.cells if c is not None]
 
     @property
+    def dropped(self) -> bool:
+        """A dimension score fell by more than the tolerance since the baseline."""
+        return any(b.dropped for b in self.bars)
+
+    @property
     def regressed(self) -> bool:
-        return any(c.regressed for c in self.verdict_cells)
+        """Worse than the baseline in a way --bineval-fail-on-regression fails: a stable question answered
+        yes is now no, or a dimension score fell by more than the tolerance (with no answer flipped, e.g.
+        a question was added, or the repeats of one agree less)."""
+        return self.dropped or any(c.regressed for c in self.verdict_cells)
 
     @property
     def unstable(self) -> int:
@@ -388,7 +405,8 @@ def build_view(document: ReportDocument, diff: BaselineDiff | None = None) -> Re
                 change = diff.changes.get((rec.key, v.question_id)) if diff else None
                 cells.append(Cell(id=f"t{i}-c{first + slot}", verdict=v, change=change))
         compared = diff is not None and rec.key not in diff.new_keys
-        bars = tuple(Bar(d, diff.scores.get((rec.key, d.name)) if diff else None, compared) for d in rec.dimensions)
+        bars = tuple(Bar(d, diff.scores.get((rec.key, d.name)) if diff else None, compared,
+                         diff is not None and (rec.key, d.name) in diff.drops) for d in rec.dimensions)
         rows.append(Row(index=i, record=rec, bars=bars, cells=tuple(cells),
                         new=diff is not None and rec.key in diff.new_keys))
     by_dim: dict[str, list[DimensionResult]] = {}
