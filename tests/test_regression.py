@@ -299,7 +299,8 @@ def test_b():
 '''
 
 
-def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("xdist", MODES)
+def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester, xdist: list[str]) -> None:
     # No answer flips; consistency-2 is now asked and answered no. test_a: the baseline asked consistency-1 only
     # (yes): 1.00 -> 0.50. test_b: the baseline also asked consistency-3 (yes), not asked now: 0.67 -> 0.50.
     project(pytester, {Q("consistency", 2): "no"})
@@ -313,15 +314,16 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester)
                                       ("consistency-3", "consistency", c3, "yes")],
             output="output b", thresholds={"consistency": 0.0})])
     args = ("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression")
-    strict = pytester.runpytest(*args)  # the default tolerance, 0: both drops count
-    assert strict.ret == pytest.ExitCode.TESTS_FAILED
-    strict.stdout.fnmatch_lines([
-        "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00)",
-        "SCORE DROP test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17, tolerance 0.00)",
-        "bineval: session failed: 2 score drops beyond tolerance 0.00 vs baseline base.json *",
-    ])
+    if not xdist:  # the default tolerance, 0: both drops count (each xdist run costs three processes)
+        strict = run(pytester, xdist, *args)
+        assert strict.ret == pytest.ExitCode.TESTS_FAILED
+        strict.stdout.fnmatch_lines([
+            "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00)",
+            "SCORE DROP test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17, tolerance 0.00)",
+            "bineval: session failed: 2 score drops beyond tolerance 0.00 vs baseline base.json *",
+        ])
     # tolerance 0.4: test_a's drop of 0.50 counts, test_b's 0.17 does not; the page marks test_a only
-    between = pytester.runpytest(*args, "--bineval-regression-tolerance=0.4", "--bineval-html=page.html")
+    between = run(pytester, xdist, *args, "--bineval-regression-tolerance=0.4", "--bineval-html=page.html")
     between.assert_outcomes(passed=2)
     assert between.ret == pytest.ExitCode.TESTS_FAILED
     between.stdout.fnmatch_lines([
@@ -335,7 +337,7 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester)
     rows = re.findall(r'<tr class="test .*? data-regressed="(\d)".*?<span class="tn">([^<]+)</span>', page, re.DOTALL)
     assert sorted(rows) == [("0", "test_b"), ("1", "test_a")]
     # tolerance 0.5: a drop of exactly the tolerance is not counted; nothing fails the session
-    tolerant = pytester.runpytest(*args, "--bineval-regression-tolerance=0.5")
+    tolerant = run(pytester, xdist, *args, "--bineval-regression-tolerance=0.5")
     tolerant.assert_outcomes(passed=2)
     assert tolerant.ret == pytest.ExitCode.OK
     tolerant.stdout.fnmatch_lines([
@@ -345,37 +347,40 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester)
     assert "session failed" not in tolerant.stdout.str()
 
 
-def test_ini_baseline_and_report_of_the_same_file(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("xdist", MODES)
+def test_ini_baseline_and_report_of_the_same_file(pytester: pytest.Pytester, xdist: list[str]) -> None:
     """bineval_baseline in the ini; the run's report may overwrite its own baseline (read first, written last)."""
     project(pytester, {})
     pytester.makeini(INI + "bineval_baseline = base.json\nbineval_fail_on_regression = true\n")
     pytester.makepyfile(test_green=GREEN)
     green_baseline(pytester.path / "base.json", "test_green.py::test_a",
                    [("consistency-1", "consistency", Q("consistency", 1), "no")])
-    result = pytester.runpytest("--color=no", "--bineval-report=base.json")
+    result = run(pytester, xdist, "--color=no", "--bineval-report=base.json")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([f"FIX test_green.py::test_a [[]consistency[]] {Q('consistency', 1)}: no -> yes *"])
     doc = ReportDocument.load(pytester.path / "base.json")
     assert doc.regressions is not None and doc.totals.fixes == 1
     assert doc.evaluations[0].output_digest == text_digest("output a")
-    again = pytester.runpytest("--color=no", "--bineval-report=base.json")
+    again = run(pytester, xdist, "--color=no", "--bineval-report=base.json")
     again.stdout.fnmatch_lines(["outputs: 0 changed, 1 unchanged and judged again, of 1 compared evaluation",
                                 "vs baseline base.json: 0 regressions, 0 unstable flips, 0 fixes, *"])
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (None, "*cannot read the bineval report *missing.json*"),
-    ("{not json", "*cannot read the bineval report *missing.json*"),
-    ('{"format": 7}', "*missing.json: unknown bineval report format 7*"),
-    ('{"format": 2, "evaluations": [{"test": 3}]}', "*missing.json: not a valid bineval report*"),
+@pytest.mark.parametrize(("content", "message", "xdist"), [
+    (None, "*cannot read the bineval report *missing.json*", []),
+    ("{not json", "*cannot read the bineval report *missing.json*", []),
+    ('{"format": 7}', "*missing.json: unknown bineval report format 7*", []),
+    ('{"format": 2, "evaluations": [{"test": 3}]}', "*missing.json: not a valid bineval report*", []),
+    pytest.param('{"format": 2, "evaluations": [{"test": 3}]}', "*missing.json: not a valid bineval report*",
+                 XDIST, id="xdist"),
 ])
 def test_an_unreadable_baseline_is_a_usage_error_naming_the_file(pytester: pytest.Pytester, content: str | None,
-                                                                 message: str) -> None:
+                                                                 message: str, xdist: list[str]) -> None:
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")  # no fake judge: no litellm
     pytester.makepyfile("def test_x(): pass")
     if content is not None:
         (pytester.path / "missing.json").write_text(content)
-    result = pytester.runpytest_subprocess("--bineval-baseline=missing.json")
+    result = pytester.runpytest_subprocess(*xdist, "--bineval-baseline=missing.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 
@@ -409,12 +414,12 @@ def test_r():
 '''
 
 
-def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pytester) -> None:
-    """(Repeats under xdist: test_unstable_flip_is_reported_apart_from_a_stable_regression.)"""
+@pytest.mark.parametrize("xdist", MODES)
+def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pytester, xdist: list[str]) -> None:
     project(pytester, {f"output r|{Q('consistency', 1)}": ["no", "yes", "no"],
                        f"output r|{Q('consistency', 2)}": "yes"})
     pytester.makepyfile(test_rep=REPEATED)
-    result = pytester.runpytest("--color=no", "--bineval-repeats=3", "--bineval-report=report.json")
+    result = run(pytester, xdist, "--color=no", "--bineval-repeats=3", "--bineval-report=report.json")
     result.assert_outcomes(passed=1)  # gate mean: 0.67 >= 0.60
     result.stdout.fnmatch_lines([
         "PASS test_rep.py::test_r: consistency 0.67 [[]0.30, 0.90[]] >= 0.60, fluency 1.00 [[]0.61, 1.00[]] >= 0.60",
@@ -436,7 +441,7 @@ def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pyte
         ("test_rep.py::test_r", "consistency-1", ["no", "no", "yes"])]
     assert doc.totals.unstable_questions == 1 and doc.settings.repeats == 3
     # gate lower-bound: 0.30 < 0.60 fails, with the interval in the message; all replies now come from the cache
-    gated = pytester.runpytest("--color=no", "--bineval-repeats=3", "--bineval-gate=lower-bound")
+    gated = run(pytester, xdist, "--color=no", "--bineval-repeats=3", "--bineval-gate=lower-bound")
     gated.assert_outcomes(failed=1)
     gated.stdout.fnmatch_lines([
         "*consistency: 0.67 over 6 answers, 95% interval [[]0.30, 0.90[]]; lower bound 0.30 (threshold 0.60) FAIL",
