@@ -66,6 +66,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_align(args: argparse.Namespace) -> int:
     from .engine import Engine
+    from .files import write_text_atomic
     from .models import Checklist
     from .optimize import EvaluatorAligner, load_items, run_align
     from .prompting import packaged_judge_prompt
@@ -76,8 +77,7 @@ def cmd_align(args: argparse.Namespace) -> int:
     if not prompt.exists():
         if args.dry_run:
             raise UsageError(f"{prompt} does not exist (a dry run does not create it)")
-        prompt.parent.mkdir(parents=True, exist_ok=True)
-        prompt.write_text(packaged_judge_prompt(), encoding="utf-8")
+        write_text_atomic(prompt, packaged_judge_prompt())
         print(f"created {prompt} from the packaged judge prompt", file=sys.stderr)
     engine = Engine(_settings(args))
     try:

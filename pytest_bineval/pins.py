@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import PinError
+from .files import write_text_atomic
 from .models import Checklist, task_digest
 
 PIN_DIR = "__bineval__"
@@ -141,17 +141,8 @@ class PinFile:
         return [e.to_json() for e in self.entries] != before
 
     def _write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         body = {"format": PIN_FORMAT, "checklists": [e.to_json() for e in self.entries]}
-        text = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".pin-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(self.path, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
 
 
 def _check(checklist: Checklist, where: str) -> None:

@@ -334,7 +334,9 @@ def cmd_cost(args: argparse.Namespace) -> int:
         out = json.dumps([r.__dict__ for r in rows], indent=2)
     print(out)
     if args.out:
-        Path(args.out).write_text(out + "\n", encoding="utf-8")
+        from .files import write_text_atomic
+
+        write_text_atomic(args.out, out + "\n")
     return 0 if not any(r.error for r in rows) else 2
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._version import __version__
 from .errors import UsageError
+from .files import write_text_atomic
 from .models import (
     Answer,
     Evaluation,
@@ -467,16 +467,7 @@ class ReportDocument(BaseModel):
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write atomically (a reader never sees half a report)."""
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".report-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(self.to_json())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(path, self.to_json())
 
     @classmethod
     def _from_format_1(cls, data: dict[str, Any]) -> ReportDocument:

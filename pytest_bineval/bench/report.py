@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..files import write_text_atomic
 from ..models import Usage
 from . import stats
 from .datasets import Item
@@ -485,6 +486,6 @@ def write_results(result: dict[str, Any], markdown: str, out_dir: str | Path) ->
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{result['dataset']}-{model_slug(str(result['model']))}"
     json_path, md_path = out / f"{stem}.json", out / f"{stem}.md"
-    json_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    md_path.write_text(markdown, encoding="utf-8")
+    write_text_atomic(json_path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomic(md_path, markdown)
     return json_path, md_path

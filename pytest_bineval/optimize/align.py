@@ -24,6 +24,7 @@ from typing import Any
 
 from ..engine import Engine, run_sync
 from ..errors import UsageError
+from ..files import write_text_atomic
 from ..jsonl import field_text, iter_records
 from ..models import Checklist, Evaluation, Usage, Verdict
 from ..prompting import Prompt, check_judge_prompt, delimit, load_prompt, parse_prompt, strip_comments
@@ -36,7 +37,6 @@ from .lessons import (
     history_path,
     load_history,
     save_history,
-    write_text_atomic,
 )
 
 __all__ = ["AlignItem", "AlignResult", "Disagreement", "EvaluatorAligner", "agreement", "run_align"]

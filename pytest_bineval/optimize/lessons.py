@@ -11,9 +11,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 
 from ..engine import Engine
 from ..errors import BinevalError
+from ..files import write_text_atomic
 from ..models import Usage
 from ..prompting import delimit, load_prompt, strip_comments
 
@@ -131,19 +130,6 @@ def digest(text: str) -> str:
 def history_path(prompt: Path, kind: str = "optimize") -> Path:
     """``__bineval__/<prompt file name>.<kind>.json`` beside the prompt file (kinds: optimize, align)."""
     return prompt.parent / "__bineval__" / f"{prompt.name}.{kind}.json"
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Atomic write (a crash never leaves half a prompt)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def clip(text: str) -> str:

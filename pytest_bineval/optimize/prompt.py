@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..engine import Engine, run_sync
 from ..errors import BinevalError
+from ..files import write_text_atomic
 from ..prompting import delimit, load_prompt, strip_comments
 from ..record import EvaluationRecord, OptimizeOutcome
 from .lessons import (
@@ -45,7 +46,6 @@ from .lessons import (
     history_path,
     load_history,
     save_history,
-    write_text_atomic,
 )
 
 __all__ = ["Failure", "PromptOptimizer", "failures_by_prompt", "optimize_prompts", "run_score"]

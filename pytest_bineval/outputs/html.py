@@ -16,12 +16,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from ..files import write_text_atomic
 from ..models import Verdict, cost_text
 from ..record import (
     ChangeKind,
@@ -453,16 +453,4 @@ def render_html(document: ReportDocument, diff: BaselineDiff | None = None) -> s
 
 def write_html(path: str | os.PathLike[str], document: ReportDocument, diff: BaselineDiff | None = None) -> Path:
     """Render and write atomically (a reader never sees half a page); returns the path written."""
-    text = render_html(document, diff)
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # created like any file (the umask decides who may read it: it is an artifact to share), then renamed
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return target
+    return write_text_atomic(path, render_html(document, diff))
