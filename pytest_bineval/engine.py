@@ -21,7 +21,7 @@ from .llm.client import LLMClient, ModelSettings
 from .llm.local import is_embedded
 from .llm.negotiation import FormatNegotiator
 from .llm.retry import RetryPolicy
-from .models import Checklist, Evaluation, Usage
+from .models import Checklist, Evaluation, ExplainMode, Usage
 from .prompting import Prompt, load_judge_prompt
 from .qworld import QworldConfig, parse_widths
 from .repeats import combine_repeats
@@ -102,9 +102,9 @@ class Engine:
 
     async def aevaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
                         model: str | None = None, prompt: Prompt | None = None,
-                        question_first: bool = False) -> Evaluation:
+                        question_first: bool = False, explain: ExplainMode | None = None) -> Evaluation:
         """Judge ``output``; ``prompt``: an evaluator prompt for this call (default: the settings' judge prompt,
-        else the packaged one)."""
+        else the packaged one); ``explain``: the explain mode for this call (default: the settings')."""
         name = model or self.settings.judge_model
         # The embedded model is one in-process instance: ask its questions back to back.
         embedded = is_embedded(name)
@@ -115,7 +115,8 @@ class Engine:
             # each evaluation (each repeat of it) has its deadline: timeout * (retries + 1) + 1 s from its start
             client = self.client(name, repeat=repeat, deadline=self.assertion_deadline())
             return await _judge.judge(client, output, checklist, source, concurrency=limit,
-                                      question_first=question_first, prompt=prompt or self._judge_prompt)
+                                      question_first=question_first, prompt=prompt or self._judge_prompt,
+                                      explain=explain or self.settings.explain)
 
         try:
             if repeats == 1:

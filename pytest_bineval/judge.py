@@ -1,49 +1,96 @@
-"""Judging: every question answered independently, one request each, about one (source, output) pair.
+"""Judging: every question answered independently about one (source, output) pair, the answer first.
 
 The prompt puts what all questions share first (instructions, task, source, output) and the question
 last, so that prefix caching applies (llama.cpp's KV cache locally, prompt caching at providers).
 The source and the output are untrusted data between markers that they cannot close.
+
+A verdict's answer comes from the first answer token; its explanation is generated only when the
+explain mode asks for one (``failing``: every *no*; ``all``; ``none``). Two request shapes, one code
+path (``litellm.acompletion`` through :class:`~pytest_bineval.llm.client.LLMClient`):
+
+- a provider that continues an assistant prefill (the embedded model): the assistant turn is prefilled
+  up to the answer value (``{"answer": "``), one decoding step gives the answer and P(yes) (the more
+  probable of the yes and no tokens), and, when wanted, a second request prefilled up to the explanation
+  (``{"answer": "no", "explanation": "``) decodes it. Both share every token up to the answer, so the
+  model's KV cache makes the pair one pass.
+- any other provider: an answer-only JSON request (a few tokens, logprobs asked for P(yes)), then,
+  when wanted, an explanation request that repeats the same messages plus the answer and a short
+  follow-up turn (provider prompt caching applies to the repeated prefix).
+
+The reply cache holds whole verdicts, keyed on the question's messages, the model settings and the
+explain mode; it is read before anything heavy is imported.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import ArgumentTypeError, CallError, InputTooLargeError
-from .llm.client import LLMClient
-from .models import Checklist, Evaluation, Question, Usage, Verdict
-from .prompting import Prompt, delimit, load_prompt
+from .llm.client import LLMClient, p_yes_at
+from .models import Checklist, Evaluation, ExplainMode, Question, Usage, Verdict, wants_explanation
+from .prompting import Prompt, delimit, load_follow_up, load_prompt
 
-EXPLANATION_MAX = 200
-VERDICT_SCHEMA: dict[str, Any] = {
+EXPLANATION_MAX = 200  # characters kept of an explanation
+ANSWER_MAX_TOKENS = 16  # an answer-only JSON reply: {"answer": "yes"} is ~6 tokens
+EXPLANATION_MAX_TOKENS = 64  # ~EXPLANATION_MAX characters
+TOP_LOGPROBS = 20  # alternatives read at the answer position (OpenAI's maximum)
+ANSWER_PREFILL = '{"answer": "'
+ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "answer": {"type": "string", "enum": ["yes", "no"]},
-        "explanation": {"type": "string", "maxLength": EXPLANATION_MAX},
-    },
-    "required": ["answer", "explanation"],
+    "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+EXPLANATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"explanation": {"type": "string", "maxLength": EXPLANATION_MAX}},
+    "required": ["explanation"],
     "additionalProperties": False,
 }
 NO_SOURCE = "(no input was given; judge the response on its own)"
 
+Shape = Literal["prefill", "turns"]
 
-def _verdict_fields(obj: dict[str, Any]) -> tuple[Literal["yes", "no"], str]:
+
+def explanation_prefill(answer: str) -> str:
+    """The assistant text up to the explanation's value, after ``answer``."""
+    return f'{ANSWER_PREFILL}{answer}", "explanation": "'
+
+
+def _answer_field(obj: dict[str, Any]) -> tuple[Literal["yes", "no"], str]:
+    """(answer, explanation the model volunteered or "") of an answer-only reply."""
     raw = str(obj.get("answer", "")).strip().lower().strip(".!\"'")
     if raw not in ("yes", "no"):
         raise ValueError(f'"answer" must be "yes" or "no", not {obj.get("answer")!r}')
     answer: Literal["yes", "no"] = "yes" if raw == "yes" else "no"
     explanation = obj.get("explanation", "")
+    return answer, explanation.strip() if isinstance(explanation, str) else ""
+
+
+def _explanation_field(obj: dict[str, Any]) -> str:
+    explanation = obj.get("explanation")
     if not isinstance(explanation, str):
         raise ValueError('"explanation" must be a string')
-    return answer, explanation.strip()
+    return explanation.strip()
+
+
+def _clean_explanation(text: str) -> str:
+    """A decoded JSON-string value up to its closing quote: unescape what can be, clip, trim."""
+    text = text.rstrip("\\").strip()
+    with contextlib.suppress(ValueError):
+        text = json.loads(f'"{text}"')
+    return text[:EXPLANATION_MAX].strip()
 
 
 def judge_messages(task: str, source: str | None, output: str, question: Question,
-                   *, question_first: bool = False, prompt: Prompt | None = None) -> list[dict[str, str]]:
+                   *, question_first: bool = False, prompt: Prompt | None = None) -> list[dict[str, Any]]:
     """The evaluator messages (``prompt``: an evaluator prompt of your own instead of the packaged one);
     ``question_first`` defeats prefix reuse (for the benchmark only)."""
-    messages = (prompt or load_prompt("judge")).messages(
+    messages: list[dict[str, Any]] = (prompt or load_prompt("judge")).messages(
         task=task,
         source=delimit(source) if source is not None else NO_SOURCE,
         output=delimit(output),
@@ -55,11 +102,111 @@ def judge_messages(task: str, source: str | None, output: str, question: Questio
     return messages
 
 
+def explanation_messages(messages: list[dict[str, Any]], answer_reply: str) -> list[dict[str, Any]]:
+    """The explanation request of the ``turns`` shape: the answer request's messages, the model's answer
+    reply, and the packaged follow-up turn."""
+    return [*messages, {"role": "assistant", "content": answer_reply}, dict(load_follow_up("explain"))]
+
+
 def check_output(output: object, source: object) -> None:
     if not isinstance(output, str):
         raise ArgumentTypeError(f"the output under test must be a str, not {type(output).__name__}")
     if source is not None and not isinstance(source, str):
         raise ArgumentTypeError(f"source must be a str or None, not {type(source).__name__}")
+
+
+@dataclass
+class _Answer:
+    answer: Literal["yes", "no"]
+    p_yes: float | None
+    reply: str  # the answer as the model wrote it (turns shape)
+    volunteered: str  # an explanation given with the answer (turns shape, non-strict providers)
+
+
+async def _answer(client: LLMClient, messages: list[dict[str, Any]], shape: Shape) -> tuple[_Answer, Usage]:
+    if shape == "prefill":
+        reply = await client.complete_text(
+            [*messages, {"role": "assistant", "content": ANSWER_PREFILL, "prefix": True}],
+            max_tokens=1, top_logprobs=TOP_LOGPROBS,
+        )
+        p_yes = p_yes_at(reply.logprobs[0]) if reply.logprobs else None
+        if p_yes is None:
+            word = reply.text.strip().strip('"').lower()
+            if word not in ("yes", "no"):
+                raise CallError(f"the judge's answer token {reply.text!r} is neither yes nor no "
+                                "(nor are its most probable alternatives)", reply.usage)
+            return _Answer("yes" if word == "yes" else "no", None, reply.text, ""), reply.usage
+        return _Answer("yes" if p_yes > 0.5 else "no", p_yes, reply.text, ""), reply.usage
+    json_reply = await client.uncached().complete_json(
+        messages, schema_name="verdict", schema=ANSWER_SCHEMA, validate=_answer_field,
+        max_tokens=ANSWER_MAX_TOKENS, want_p_yes=True,
+    )
+    answer, volunteered = json_reply.value
+    return _Answer(answer, json_reply.p_yes, json_reply.raw, volunteered), json_reply.usage
+
+
+async def _explanation(client: LLMClient, messages: list[dict[str, Any]], shape: Shape,
+                       first: _Answer) -> tuple[str, Usage]:
+    if shape == "prefill":
+        reply = await client.complete_text(
+            [*messages, {"role": "assistant", "content": explanation_prefill(first.answer), "prefix": True}],
+            max_tokens=EXPLANATION_MAX_TOKENS, stop=['"'],
+        )
+        return _clean_explanation(reply.text), reply.usage
+    if first.volunteered:
+        return first.volunteered[:EXPLANATION_MAX], Usage()
+    json_reply = await client.uncached().complete_json(
+        explanation_messages(messages, first.reply), schema_name="explanation", schema=EXPLANATION_SCHEMA,
+        validate=_explanation_field, max_tokens=EXPLANATION_MAX_TOKENS + 16,
+    )
+    return json_reply.value[:EXPLANATION_MAX], json_reply.usage
+
+
+def verdict_key(client: LLMClient, messages: list[dict[str, Any]], explain: ExplainMode) -> str:
+    """The reply-cache key of one verdict: the question's messages, the model settings, the explain mode."""
+    return client.key({"kind": "verdict", "messages": messages, "explain": explain})
+
+
+def _cached_verdict(entry: dict[str, Any] | None) -> tuple[Literal["yes", "no"], float | None, str] | None:
+    if entry is None:
+        return None
+    answer, p_yes, explanation = entry.get("answer"), entry.get("p_yes"), entry.get("explanation", "")
+    if answer not in ("yes", "no") or not isinstance(explanation, str):
+        return None
+    if p_yes is not None and not isinstance(p_yes, (int, float)):
+        return None
+    return answer, None if p_yes is None else float(p_yes), explanation
+
+
+async def judge_question(client: LLMClient, messages: list[dict[str, Any]], question: Question,
+                         explain: ExplainMode = "failing") -> tuple[Verdict, Usage]:
+    """One verdict: from the cache, else an answer request and, when ``explain`` wants one, an
+    explanation request. A failed answer is an error verdict; a failed explanation keeps the answer and
+    says why the explanation is missing (and is not cached)."""
+    base: dict[str, Any] = {"question_id": question.id, "dimension": question.dimension,
+                            "question": question.text, "explain": explain}
+    key = verdict_key(client, messages, explain)
+    hit = _cached_verdict(client.lookup(key))
+    if hit is not None:
+        answer, p_yes, explanation = hit
+        return (Verdict(**base, answer=answer, p_yes=p_yes, explanation=explanation, cached=True),
+                Usage(cache_hits=1, cost_usd=0.0))
+    shape: Shape = "prefill" if client.continues_prefill() else "turns"
+    try:
+        first, usage = await _answer(client, messages, shape)
+    except CallError as exc:
+        return Verdict(**base, answer="error", error=exc.cause), exc.usage or Usage()
+    explanation = ""
+    if wants_explanation(explain, first.answer):
+        try:
+            explanation, more = await _explanation(client, messages, shape, first)
+        except CallError as exc:
+            usage = usage + (exc.usage or Usage())
+            return (Verdict(**base, answer=first.answer, p_yes=first.p_yes,
+                            error=f"no explanation: {exc.cause}"), usage)
+        usage = usage + more
+    client.store(key, {"answer": first.answer, "p_yes": first.p_yes, "explanation": explanation})
+    return Verdict(**base, answer=first.answer, p_yes=first.p_yes, explanation=explanation), usage
 
 
 async def judge(
@@ -71,6 +218,7 @@ async def judge(
     concurrency: int = 8,
     question_first: bool = False,
     prompt: Prompt | None = None,
+    explain: ExplainMode = "failing",
 ) -> Evaluation:
     """Answer every question of ``checklist`` about ``output``; judge failures become error verdicts.
 
@@ -83,19 +231,7 @@ async def judge(
         async with semaphore:
             messages = judge_messages(checklist.task, source, output, q, question_first=question_first,
                                       prompt=prompt)
-            base: dict[str, Any] = {"question_id": q.id, "dimension": q.dimension, "question": q.text}
-            try:
-                reply = await client.complete_json(
-                    messages, schema_name="verdict", schema=VERDICT_SCHEMA, validate=_verdict_fields,
-                    max_tokens=160, want_p_yes=True,
-                )
-            except CallError as exc:
-                return Verdict(**base, answer="error", error=exc.cause), exc.usage or Usage()
-            answer, explanation = reply.value
-            return (
-                Verdict(**base, answer=answer, explanation=explanation, p_yes=reply.p_yes, cached=reply.cached),
-                reply.usage,
-            )
+            return await judge_question(client, messages, q, explain)
 
     loop = asyncio.get_running_loop()
     started = loop.time()

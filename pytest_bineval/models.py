@@ -11,6 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from .errors import UsageError
 
 Answer = Literal["yes", "no", "error"]
+ExplainMode = Literal["failing", "all", "none"]
+EXPLAIN_MODES: tuple[ExplainMode, ...] = ("failing", "all", "none")
+
+
+def wants_explanation(mode: ExplainMode, answer: Answer) -> bool:
+    """Whether a verdict with ``answer`` gets an explanation under ``mode`` (``failing``: every *no*)."""
+    return mode == "all" or (mode == "failing" and answer == "no")
 
 
 def task_digest(task: str) -> str:
@@ -195,6 +202,8 @@ class Verdict(BaseModel):
     def unstable(self) -> bool:
         """Asked more than once, the judge gave both answers."""
         return len({a for a in self.samples if a != "error"}) > 1
+    explain: ExplainMode | None = Field(
+        default=None, description="the explain mode that made this verdict (None: recorded before modes existed)")
 
 
 # The structured-output forms a model can be asked for, from the strictest to none at all: a provider that

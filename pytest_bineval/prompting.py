@@ -67,6 +67,17 @@ def load_prompt(name: str, folder: str = "prompts") -> Prompt:
     return parse_prompt(f"{name}.md", text)
 
 
+@cache
+def load_follow_up(name: str) -> dict[str, str]:
+    """The user turn of ``prompts/<name>.md``, a file with one ``## user`` section: a follow-up turn that
+    is added to another prompt's conversation."""
+    text = strip_comments(resources.files(__package__).joinpath(f"prompts/{name}.md").read_text("utf-8"))
+    parts = _SECTION.split(text)
+    if len(parts) != 3 or parts[1] != "user":
+        raise UsageError(f"prompt file {name}.md must hold exactly one '## user' section")
+    return {"role": "user", "content": parts[2].strip()}
+
+
 JUDGE_PLACEHOLDERS = frozenset({"task", "source", "output", "question", "no_example"})
 
 

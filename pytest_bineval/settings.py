@@ -14,9 +14,10 @@ from typing import Any
 from .errors import UsageError
 from .llm.cache import CACHE_MODES, CacheMode
 from .llm.local import DEFAULT_MODEL
+from .models import EXPLAIN_MODES, ExplainMode
 
-__all__ = ["CACHE_MODES", "SETTING_SPECS", "CacheMode", "OptionSpec", "Settings", "add_setting_arguments",
-           "settings_from_args"]
+__all__ = ["CACHE_MODES", "EXPLAIN_MODES", "SETTING_SPECS", "CacheMode", "ExplainMode", "OptionSpec", "Settings",
+           "add_setting_arguments", "settings_from_args"]
 
 
 # -- parsers of option text: argparse.ArgumentTypeError on a bad value ----------------------------------------
@@ -117,6 +118,9 @@ class Settings:
         "ask every question K times (each repeat cached apart) and score the share of yes over all answers; "
         "questions whose answers differ are reported as unstable (a judge that never varies, like the embedded "
         "model, gives K equal answers)", positive_int, "K"))
+    explain: ExplainMode = field(default="failing", metadata=_opt(
+        "which verdicts get an explanation: failing (every no), all, or none; the answer always comes first, "
+        "from one token", choice(EXPLAIN_MODES), "MODE"))
     judge_prompt: str | None = field(default=None, metadata=_opt(
         "an evaluator prompt file of your own, in the format of the packaged judge.md (e.g. one aligned with "
         "`bineval align`)", text_value, "FILE", shown="the packaged judge.md"))

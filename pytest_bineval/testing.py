@@ -9,10 +9,16 @@ caching, retries, parsing and scoring exercise the real machinery::
     assert fake.calls_of("verdict") == 3
 
 Replies are chosen by the structured-output schema name of the request (``requirements``,
-``questions``, ``verdict``, the optimizer's ``lesson`` and ``prompt_edit``, and Qworld's
-``qworld_scenarios``, ``qworld_perspectives``, ``qworld_criteria``, ``qworld_review_<level>`` and
-``qworld_lite``); anything a rule returns that is an ``Exception`` is raised (a provider error), a ``float``
-is slept (seconds, to test timeouts) before the default reply, a ``str`` is sent raw.
+``questions``, ``verdict`` (the judge's answer-only request), ``explanation`` (its follow-up), the optimizer's
+``lesson`` and ``prompt_edit``, and Qworld's ``qworld_scenarios``, ``qworld_perspectives``, ``qworld_criteria``,
+``qworld_review_<level>`` and ``qworld_lite``); anything a rule returns that is an ``Exception`` is raised
+(a provider error), a ``float`` is slept (seconds, to test timeouts) before the default reply, a ``str``
+is sent raw.
+
+With ``prefill=True`` the fake behaves like the embedded model: it continues a final assistant message
+marked ``"prefix": True`` (the judge then prefills ``{"answer": "`` and reads one token, and prefills up to
+the explanation for the explanation request), and those requests count as ``verdict`` and
+``explanation`` too.
 
 Embedding requests (``litellm.aembedding(model="<provider>/...")``) get :meth:`ScriptedModel.embed` vectors
 and are recorded with kind ``embedding``.
@@ -45,6 +51,22 @@ class Request:
     @property
     def user(self) -> str:
         return next((m["content"] for m in reversed(self.messages) if m["role"] == "user"), "")
+
+    @property
+    def prefill(self) -> str | None:
+        """The text of a final assistant message to continue (``"prefix": True``), else None."""
+        last = self.messages[-1] if self.messages else {}
+        return str(last.get("content") or "") if last.get("role") == "assistant" and last.get("prefix") else None
+
+    @property
+    def answered(self) -> str:
+        """The answer an explanation request is about (from its prefill or the assistant turn before it)."""
+        for m in reversed(self.messages):
+            if m["role"] == "assistant":
+                found = re.search(r'"answer"\s*:\s*"(yes|no)"', str(m.get("content") or ""))
+                if found:
+                    return found.group(1)
+        return ""
 
     def _find(self, pattern: str, flags: int) -> re.Match[str] | None:
         # The latest user turn that has it: a retry turn ("That reply was not valid ...") keeps the
@@ -99,6 +121,7 @@ class ScriptedModel:
     provider: str = "fake"
     answers: dict[str, Any] | Rule = field(default_factory=dict)
     questions_per_dimension: int = 2
+    prefill: bool = False
     rules: dict[str, Rule] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
@@ -139,8 +162,11 @@ class ScriptedModel:
         if req.kind == "verdict":
             answer = self.answers(req) if callable(self.answers) else self.answers.get(req.question, "yes")
             if answer in ("yes", "no"):
-                return json.dumps({"answer": answer, "explanation": f"scripted {answer} for: {req.question}"})
+                return answer if req.prefill is not None else json.dumps({"answer": answer})
             return answer
+        if req.kind == "explanation":
+            text = f"scripted {req.answered} for: {req.question}"
+            return f'{text}"}}' if req.prefill is not None else json.dumps({"explanation": text})
         if req.kind == "lesson":
             m = re.search(r"^(?:The failed check \(.*?\)|The question): (.*)$", req.user, re.MULTILINE)
             return json.dumps({"lesson": f"Make sure that: {m.group(1).strip() if m else 'the check passes'}"})
@@ -210,7 +236,7 @@ class ScriptedModel:
         out = self.reply(req)
         delay = 0.0
         if isinstance(out, (int, float)) and not isinstance(out, bool):
-            delay, out = float(out), json.dumps({"answer": "yes", "explanation": "slow"})
+            delay, out = float(out), "yes" if req.prefill is not None else json.dumps({"answer": "yes"})
         if isinstance(out, BaseException):
             raise out
         return str(out), delay
@@ -223,15 +249,24 @@ def _make_handler(fake: ScriptedModel) -> Any:
     from litellm.llms.custom_llm import CustomLLM
     from litellm.types.utils import ModelResponse
 
-    def kind_of(params: dict[str, Any]) -> str:
+    def kind_of(params: dict[str, Any], messages: list[Any]) -> str:
+        last = messages[-1] if messages else {}
+        if fake.prefill and last.get("role") == "assistant" and last.get("prefix"):
+            return "explanation" if str(last.get("content") or "").rstrip().endswith('"explanation": "') else "verdict"
         fmt = params.get("response_format") or {}
         return str((fmt.get("json_schema") or {}).get("name", "text")) if isinstance(fmt, dict) else "text"
 
     def build(text: str, messages: list[Any], params: dict[str, Any]) -> Any:
+        stop = params.get("stop") or []
+        for x in [stop] if isinstance(stop, str) else stop:
+            if x and x in text:
+                text = text[: text.index(x)]
         choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
                                   "message": {"role": "assistant", "content": text}}
         if params.get("logprobs"):
-            choice["logprobs"] = {"content": _fake_logprobs(text)}
+            last = messages[-1] if messages else {}
+            prefilled = str(last.get("content") or "") if fake.prefill and last.get("prefix") else ""
+            choice["logprobs"] = {"content": _fake_logprobs(prefilled + text, skip=len(prefilled))}
         n_in = sum(len(str(m.get("content", "")).split()) for m in messages)
         return ModelResponse(model=fake.model, choices=[choice],
                              usage={"prompt_tokens": n_in, "completion_tokens": len(text.split()),
@@ -253,10 +288,12 @@ def _make_handler(fake: ScriptedModel) -> Any:
                              **kwargs: Any) -> Any:
             return embedding_response(model, input, model_response)
 
+        continues_prefill = fake.prefill
+
         def completion(self, *args: Any, **kwargs: Any) -> Any:
             params = dict(kwargs.get("optional_params") or {})
             messages = list(kwargs.get("messages") or [])
-            text, delay = fake._respond(kind_of(params), messages, params)
+            text, delay = fake._respond(kind_of(params, messages), messages, params)
             if delay:
                 time.sleep(delay)
             return build(text, messages, params)
@@ -269,7 +306,7 @@ def _make_handler(fake: ScriptedModel) -> Any:
                 fake.max_in_flight = max(fake.max_in_flight, fake._in_flight)
             try:
                 await asyncio.sleep(0.005)  # let concurrent requests overlap
-                text, delay = fake._respond(kind_of(params), messages, params)
+                text, delay = fake._respond(kind_of(params, messages), messages, params)
                 if delay:
                     await asyncio.sleep(delay)
                 return build(text, messages, params)
@@ -280,17 +317,18 @@ def _make_handler(fake: ScriptedModel) -> Any:
     return FakeHandler()
 
 
-def _fake_logprobs(text: str) -> list[dict[str, Any]]:
-    """Token-ish logprobs for a reply: the answer word gets P=0.9 against its opposite."""
+def _fake_logprobs(text: str, skip: int = 0) -> list[dict[str, Any]]:
+    """Token-ish logprobs for a reply: the answer word gets P=0.9 against its opposite. ``skip``: the
+    length of a prefilled head that is not part of the reply (no entry for it)."""
     m = re.search(r'"answer"\s*:\s*"(yes|no)', text)
     if not m:
         return []
     head = text[: m.start(1)]
     word = m.group(1)
     other = "no" if word == "yes" else "yes"
-    return [
-        {"token": head, "logprob": 0.0, "bytes": None, "top_logprobs": []},
-        {"token": word, "logprob": -0.10536, "bytes": None,
-         "top_logprobs": [{"token": word, "logprob": -0.10536, "bytes": None},
-                          {"token": other, "logprob": -2.302585, "bytes": None}]},
-    ]
+    answer = {"token": word, "logprob": -0.10536, "bytes": None,
+              "top_logprobs": [{"token": word, "logprob": -0.10536, "bytes": None},
+                               {"token": other, "logprob": -2.302585, "bytes": None}]}
+    if skip >= len(head):
+        return [answer]
+    return [{"token": head[skip:], "logprob": 0.0, "bytes": None, "top_logprobs": []}, answer]

@@ -204,19 +204,23 @@ def test_every_question_is_answered_with_explanation_and_p_yes(fake: ScriptedMod
     checklist = make_checklist(4)
     fake.answers = {"Is consistency check 2 met by the response?": "no"}
     result = evaluate(SUMMARY, checklist, ARTICLE, **opts(fake, cache_dir))
-    assert fake.calls_of("verdict") == 4
-    assert [r.output for r in fake.requests] == [SUMMARY] * 4
-    assert all(ARTICLE in r.user and TASK in r.user for r in fake.requests)
+    # answer first: one answer request per question, an explanation request for the one "no" (explain=failing)
+    assert (fake.calls_of("verdict"), fake.calls_of("explanation")) == (4, 1)
+    assert [r.output for r in fake.requests] == [SUMMARY] * 5
+    assert all(ARTICLE in r.user or r.kind == "explanation" for r in fake.requests)
+    assert all(ARTICLE in r.messages[1]["content"] and TASK in r.messages[1]["content"] for r in fake.requests)
     assert [(v.question_id, v.answer) for v in result.verdicts] == [
         ("consistency-1", "yes"), ("consistency-2", "no"), ("fluency-1", "yes"), ("fluency-2", "yes")]
     assert result.verdicts[1].explanation == "scripted no for: Is consistency check 2 met by the response?"
+    assert [v.explanation for v in result.verdicts if v.answer == "yes"] == ["", "", ""]
+    assert {v.explain for v in result.verdicts} == {"failing"}
     assert result.verdicts[0].p_yes == pytest.approx(0.9, abs=1e-6)  # from the reply's logprobs
     assert result.verdicts[1].p_yes == pytest.approx(0.1, abs=1e-6)
     assert result.scores == {"consistency": 0.5, "fluency": 1.0}
     assert result.overall == 0.75
     assert result.errors == []
     assert (result.task, result.model, result.dimensions) == (TASK, fake.model, ["consistency", "fluency"])
-    assert result.usage.llm_calls == 4 and result.usage.cache_hits == 0
+    assert result.usage.llm_calls == 5 and result.usage.cache_hits == 0
     assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
 
 
@@ -235,11 +239,12 @@ def test_tolerant_parsing_and_no_p_yes_without_logprobs(fake: ScriptedModel, cac
         # answer in capitals: the fake's logprobs cannot find it, so there is no P(yes)
         "Is fluency check 2 met by the response?": '{"explanation": "fine", "answer": "YES"}',
     }
-    result = evaluate(SUMMARY, checklist, ARTICLE, **opts(fake, cache_dir, retries=0))
+    result = evaluate(SUMMARY, checklist, ARTICLE, **opts(fake, cache_dir, retries=0, explain="all"))
     assert [(v.answer, v.explanation) for v in result.verdicts] == [("no", "typo"), ("yes", "fine")]
     assert result.verdicts[0].p_yes == pytest.approx(0.1, abs=1e-6)
     assert result.verdicts[1].p_yes is None
-    assert fake.calls_of("verdict") == 2
+    # an explanation given with the answer is used: no explanation request
+    assert (fake.calls_of("verdict"), fake.calls_of("explanation")) == (2, 0)
 
 
 def test_malformed_reply_is_retried_then_an_error_verdict(fake: ScriptedModel, cache_dir: Path) -> None:
@@ -379,7 +384,7 @@ def test_identical_evaluation_is_served_from_cache(fake: ScriptedModel, cache_di
     assert second.scores == first.scores
     # a different output is a different request
     third = evaluate(SUMMARY + " It cost 5 million.", checklist, ARTICLE, **opts(fake, cache_dir))
-    assert third.usage.llm_calls == 4 and third.usage.cache_hits == 0
+    assert third.usage.llm_calls == 4 + 1 and third.usage.cache_hits == 0  # 4 answers, 1 explanation
 
 
 def test_error_verdicts_are_not_cached(fake: ScriptedModel, cache_dir: Path) -> None:
@@ -413,7 +418,7 @@ def test_corrupt_cache_database_warns_and_results_stay_correct(fake: ScriptedMod
     with pytest.warns(BinevalCacheWarning, match="cannot open cache"):
         again = evaluate(SUMMARY, checklist, ARTICLE, **opts(fake, cache_dir))
     assert [(v.answer, v.explanation) for v in again.verdicts] == [(v.answer, v.explanation) for v in first.verdicts]
-    assert again.usage.llm_calls == 2
+    assert again.usage.llm_calls == 2 + 1  # 2 answers, 1 explanation
     assert list(cache_dir.glob("cache.db.corrupt-*"))  # moved aside, not deleted
     with warnings.catch_warnings():
         warnings.simplefilter("error", BinevalCacheWarning)  # the fresh database works again

@@ -177,7 +177,9 @@ def test_pass_and_fail_with_reasons_section_and_summary(pytester: pytest.Pyteste
     source_lines = (pytester.path / bad.location.file).read_text().splitlines()
     assert 'assert_passes("A wrong summary."' in source_lines[bad.location.line - 1]  # the call's own line
     assert {v.answer for v in bad.verdicts} == {"yes", "no"}
-    assert all(v.explanation for v in bad.verdicts)
+    # explain=failing (the default): every "no" is explained, no "yes" is, and the report says which mode
+    assert all(bool(v.explanation) == (v.answer == "no") for v in bad.verdicts)
+    assert {v.explain for v in bad.verdicts} == {"failing"}
     assert len(bad.questions) == 4 and bad.usage.llm_calls + bad.usage.cache_hits == 4
     junit = (pytester.path / "junit.xml").read_text()
     assert 'name="bineval:consistency" value="0.5"' in junit
@@ -526,4 +528,6 @@ def test_real_embedded_model_through_the_plugin(pytester: pytest.Pytester, tmp_p
     (ev,) = report_of(pytester).evaluations
     assert ev.model == "bineval/smollm2-135m-instruct"
     assert ev.checklist_status == "pinned"
-    assert ev.usage.llm_calls == 2
+    # one answer request per question, one explanation request per "no" (explain=failing)
+    assert ev.usage.llm_calls == 2 + sum(v.answer == "no" for v in ev.verdicts)
+    assert all(bool(v.explanation) == (v.answer == "no") for v in ev.verdicts)

@@ -27,12 +27,21 @@ from ._litellm import import_litellm
 from .cache import ResponseCache, cache_key
 from .local import is_embedded
 from .negotiation import Form, FormatNegotiator, format_for, response_format
-from .parsing import MalformedResponse, ReplyParts, clip, get, p_yes_from_logprobs, parse_json_object, reply_parts
-from .providers import ensure_provider
+from .parsing import (
+    MalformedResponse,
+    ReplyParts,
+    clip,
+    get,
+    p_yes_at,
+    p_yes_from_logprobs,
+    parse_json_object,
+    reply_parts,
+)
+from .providers import continues_prefill, ensure_provider
 from .retry import RetryPolicy, classify, retry_after
 
-__all__ = ["BinevalEncodingWarning", "LLMClient", "ModelSettings", "Reply", "import_litellm", "p_yes_from_logprobs",
-           "parse_json_object", "response_format"]
+__all__ = ["BinevalEncodingWarning", "LLMClient", "ModelSettings", "Reply", "TextReply", "import_litellm", "p_yes_at",
+           "p_yes_from_logprobs", "parse_json_object", "response_format"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -49,6 +58,16 @@ class Reply(Generic[T]):
     p_yes: float | None
     usage: Usage
     cached: bool
+
+
+@dataclass
+class TextReply:
+    """A plain-text reply (no JSON parsing, no cache): the text, the OpenAI-style logprobs of its tokens
+    (``[]`` when the provider gave none) and what the request(s) cost."""
+
+    text: str
+    logprobs: list[Any]
+    usage: Usage
 
 
 @dataclass
@@ -116,6 +135,65 @@ class LLMClient:
     def model(self) -> str:
         return self.settings.model
 
+    # -- answer first: the judge's requests (plain text, prefill) and its own cache entries ----------------------
+    def continues_prefill(self) -> bool:
+        """Whether the provider continues a final assistant message marked ``"prefix": True`` (litellm's
+        convention) instead of answering it (the embedded model does; an in-process provider says so with
+        a ``continues_prefill`` attribute). Sets the provider up (imports litellm): ask after the cache."""
+        return continues_prefill(self.settings.model)
+
+    def uncached(self) -> LLMClient:
+        """This client without the reply cache (for callers that cache a result of several requests); it shares
+        the negotiation state and the deadline."""
+        return LLMClient(self.settings, None, formats=self.formats, deadline=self.deadline)
+
+    def key(self, parts: dict[str, Any]) -> str:
+        """A cache key for a result of this model made from ``parts`` (model, decoding settings and prompt
+        version included; never a secret). Computing it imports nothing heavy."""
+        s = self.settings
+        return cache_key({"model": s.model, "temperature": s.temperature, "api_base": s.api_base, **s.extra,
+                          **parts, "prompt_version": prompt_version(), **({"repeat": s.repeat} if s.repeat else {})})
+
+    def lookup(self, key: str) -> dict[str, Any] | None:
+        return self.cache.get(key) if self.cache is not None else None
+
+    def store(self, key: str, value: dict[str, Any]) -> None:
+        if self.cache is not None:
+            self.cache.set(key, value)
+
+    async def complete_text(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int,
+        stop: list[str] | None = None,
+        top_logprobs: int | None = None,
+        min_tokens: int = 0,
+    ) -> TextReply:
+        """One plain-text reply (uncached), through :meth:`send` (retries, deadline, every request counted,
+        redacted causes). A final ``{"role": "assistant", "content": ..., "prefix": True}`` message is a
+        prefill for providers that continue it (:meth:`continues_prefill`); ``min_tokens`` (vLLM's and the
+        embedded model's parameter) keeps the reply from ending before that many tokens."""
+        s = self.settings
+        request: dict[str, Any] = {"model": s.model, "messages": messages, "temperature": s.temperature,
+                                   "max_tokens": max_tokens, **s.extra}
+        if stop:
+            request["stop"] = stop
+        if min_tokens:
+            request["min_tokens"] = min_tokens
+        if top_logprobs:
+            request["logprobs"] = True
+            request["top_logprobs"] = top_logprobs
+        if s.api_base:
+            request["api_base"] = s.api_base
+
+        def read(parts: ReplyParts) -> tuple[str, list[Any]]:
+            content = get(parts.logprobs, "content") if top_logprobs and parts.logprobs is not None else None
+            return parts.content, list(content or [])
+
+        (text, logprobs), _, usage = await self.send(request, read)
+        return TextReply(text, logprobs, usage)
+
     # -- the request ---------------------------------------------------------------------------------------------
     def build_request(self, messages: list[dict[str, str]], *, schema_name: str, schema: dict[str, Any],
                       max_tokens: int, want_p_yes: bool = False,
@@ -177,7 +255,6 @@ class LLMClient:
         Raises :class:`CallError` (cause redacted, usage attached) when no usable reply came within the retries
         and the deadline, :class:`InputTooLargeError` when the prompt does not fit the model's context.
         """
-        ensure_provider(self.settings.model)
         request = self.build_request(messages, schema_name=schema_name, schema=schema, max_tokens=max_tokens,
                                      want_p_yes=want_p_yes, sampling=sampling)
         key = self.key_of(request)
@@ -207,6 +284,7 @@ class LLMClient:
         """
         policy = self.settings.policy
         model = self.settings.model
+        ensure_provider(model)  # here, after any cache lookup: a run served from the cache never imports litellm
         base_messages, replaced = encodable_messages(request["messages"])
         if replaced:
             warnings.warn(f"{replaced} lone surrogate character(s) (not valid UTF-8) in the text sent to "

@@ -6,6 +6,12 @@ and share their prompt prefix (instructions, source, output), which llama.cpp ke
 so each extra question costs only its own tokens. JSON-schema output is enforced with a llama.cpp
 grammar; when logprobs are requested the top alternatives at each generated position are read from
 the logits, in OpenAI's format, so that P(yes) is computed by the same code as for hosted models.
+
+A final assistant message marked ``"prefix": True`` (litellm's convention for prefix completion) is
+continued rather than answered: the judge prefills ``{"answer": "`` and reads the answer from one
+decoding step, then, when an explanation is wanted, prefills up to the explanation and decodes until the
+``stop`` string. Both requests share every token up to the answer, so the second one costs only its
+few new tokens (the KV cache holds the rest).
 """
 
 from __future__ import annotations
@@ -114,15 +120,22 @@ class EmbeddedModel:
             self._llm = llm
         return self._llm
 
-    def prompt_tokens(self, messages: list[dict[str, str]]) -> list[int]:
+    def prompt_tokens(self, messages: list[dict[str, Any]]) -> list[int]:
+        """The chat template applied to ``messages``; a last assistant message with ``prefix`` set is
+        continued (its text follows the assistant header, with no end-of-turn after it)."""
         llm = self._load()
-        prompt = self._formatter(messages=messages).prompt
+        prefill = ""
+        if messages and messages[-1].get("role") == "assistant" and messages[-1].get("prefix"):
+            prefill = str(messages[-1].get("content") or "")
+            messages = messages[:-1]
+        turns = [{"role": m["role"], "content": str(m.get("content") or "")} for m in messages]
+        prompt = self._formatter(messages=turns).prompt + prefill
         tokens: list[int] = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
         return tokens
 
     def chat(
         self,
-        messages: list[dict[str, str]],
+        messages: list[dict[str, Any]],
         *,
         max_tokens: int,
         temperature: float,
@@ -130,6 +143,7 @@ class EmbeddedModel:
         top_logprobs: int | None,
         frequency_penalty: float = 0.0,
         presence_penalty: float = 0.0,
+        stop: list[str] | None = None,
     ) -> tuple[str, list[dict[str, Any]] | None, int, int]:
         """Generate a reply; returns (text, OpenAI-style logprobs content, prompt and completion tokens).
 
@@ -137,7 +151,8 @@ class EmbeddedModel:
         generated tokens), greedy at temperature 0, else top-k 40 sampling with a fixed seed. The JSON
         schema's grammar is checked on the chosen token first and applied to the whole vocabulary only
         when that token is rejected (llama.cpp's own shortcut; a full pass costs ~10 ms per token here).
-        Logprobs are the model's, before the grammar.
+        Logprobs are the model's, before the grammar. ``stop``: strings that end the reply (not included),
+        as in OpenAI's API. A last assistant message with ``prefix`` set is continued (see the module doc).
         """
         with self.lock:
             llm = self._load()
@@ -154,6 +169,9 @@ class EmbeddedModel:
             counts: dict[int, int] = {}
             logprobs: list[dict[str, Any]] | None = [] if top_logprobs else None
             n_vocab = llm.n_vocab()
+            stops = [x for x in (stop or []) if x]
+            pieces: list[bytes] = []
+            cut: int | None = None
             try:
                 while len(out) < max_tokens:
                     ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
@@ -172,12 +190,19 @@ class EmbeddedModel:
                         grammar.accept(token)
                     out.append(token)
                     counts[token] = counts.get(token, 0) + 1
+                    if stops:
+                        pieces.append(llm.detokenize([token]))
+                        cut = _stop_at(b"".join(pieces).decode("utf-8", "replace"), stops)
+                        if cut is not None:
+                            break
                     if len(out) < max_tokens:
                         llm.eval([token])
             finally:
                 if grammar is not None:
                     grammar.free()
             text = llm.detokenize(out).decode("utf-8", "replace")
+            if cut is not None:
+                text = text[:cut]
             return text, logprobs, len(tokens), len(out)
 
     def _gbnf(self, schema: dict[str, Any]) -> str:
@@ -261,6 +286,12 @@ class EmbeddedModel:
         return str(llm.detokenize([token]).decode("utf-8", "replace"))
 
 
+def _stop_at(text: str, stops: list[str]) -> int | None:
+    """Where the first stop string starts in ``text`` (None: none occurs)."""
+    found = [i for i in (text.find(x) for x in stops) if i >= 0]
+    return min(found) if found else None
+
+
 class ContextTooSmall(BinevalError):
     def __init__(self, prompt_tokens: int, max_tokens: int, n_ctx: int) -> None:
         super().__init__(
@@ -293,6 +324,7 @@ def make_embedded_handler() -> Any:
 
     class EmbeddedHandler(CustomLLM):
         embedded = model
+        continues_prefill = True  # a last assistant message with "prefix": True is continued
 
         def completion(self, *args: Any, **kwargs: Any) -> Any:
             params: dict[str, Any] = dict(kwargs.get("optional_params") or {})
@@ -302,14 +334,17 @@ def make_embedded_handler() -> Any:
                 top = 1
             started = time.perf_counter()
             try:
+                stop = params.get("stop")
                 text, logprobs, n_prompt, n_out = model.chat(
-                    [{"role": m["role"], "content": str(m.get("content") or "")} for m in messages],
+                    [{"role": m["role"], "content": str(m.get("content") or ""),
+                      **({"prefix": True} if m.get("prefix") else {})} for m in messages],
                     max_tokens=int(params.get("max_tokens") or params.get("max_completion_tokens") or 512),
                     temperature=float(params.get("temperature") or 0.0),
                     schema=_schema_of(params.get("response_format")),
                     top_logprobs=int(top or 1) if params.get("logprobs") else None,
                     frequency_penalty=float(params.get("frequency_penalty") or 0.0),
                     presence_penalty=float(params.get("presence_penalty") or 0.0),
+                    stop=[stop] if isinstance(stop, str) else list(stop or []),
                 )
             except ContextTooSmall as exc:
                 raise ContextWindowExceededError(

@@ -147,18 +147,25 @@ def p_yes_from_logprobs(logprobs: Any) -> float | None:
     text = ""
     for entry in content:
         if _ANSWER_PREFIX.search(text):
-            mass = {"yes": 0.0, "no": 0.0}
-            alternatives = get(entry, "top_logprobs") or [entry]
-            for alt in alternatives:
-                word = str(get(alt, "token") or "").strip().strip('"').lower()
-                lp = get(alt, "logprob")
-                if lp is None:
-                    continue
-                for key in mass:
-                    if word and key.startswith(word) and (len(word) >= 2 or key == "no" == word):
-                        mass[key] += math.exp(float(lp))
-                        break
-            total = mass["yes"] + mass["no"]
-            return None if total == 0 else mass["yes"] / total
+            return p_yes_at(entry)
         text += str(get(entry, "token") or "")
     return None
+
+
+def p_yes_at(entry: Any) -> float | None:
+    """P(yes) at one generated position (an OpenAI-style logprobs entry): the probabilities of its top
+    alternatives that read ``yes`` / ``no`` (any case, any leading space or quote), normalised over the two.
+    None when no alternative reads either."""
+    mass = {"yes": 0.0, "no": 0.0}
+    alternatives = get(entry, "top_logprobs") or [entry]
+    for alt in alternatives:
+        word = str(get(alt, "token") or "").strip().strip('"').lower()
+        lp = get(alt, "logprob")
+        if lp is None:
+            continue
+        for key in mass:
+            if word and key.startswith(word) and (len(word) >= 2 or key == "no" == word):
+                mass[key] += math.exp(float(lp))
+                break
+    total = mass["yes"] + mass["no"]
+    return None if total == 0 else mass["yes"] / total

@@ -14,8 +14,8 @@ from ..errors import BinevalError
 from ._litellm import import_litellm
 from .local import DEFAULT_MODEL, EMBEDDED_CONTEXT, EMBEDDED_PROVIDER, is_embedded, make_embedded_handler
 
-__all__ = ["DEFAULT_MODEL", "embedded_model", "ensure_provider", "is_embedded", "register_provider",
-           "registered_handler"]
+__all__ = ["DEFAULT_MODEL", "continues_prefill", "embedded_model", "ensure_provider", "is_embedded",
+           "register_provider", "registered_handler"]
 
 
 def register_provider(name: str, handler: Any) -> None:
@@ -48,6 +48,15 @@ def ensure_provider(model: str) -> None:
             _register_embedded_model_info(import_litellm())
         finally:
             litellm_logger.setLevel(level)
+
+
+def continues_prefill(model: str) -> bool:
+    """Whether ``model``'s provider continues a final assistant message marked ``"prefix": True`` instead
+    of answering it: in-process providers say so with a ``continues_prefill`` attribute of their handler
+    (the embedded model's is True); hosted providers are not assumed to."""
+    ensure_provider(model)
+    handler = registered_handler(model.split("/", 1)[0]) if "/" in model else None
+    return bool(getattr(handler, "continues_prefill", False))
 
 
 def _register_embedded_model_info(litellm: Any) -> None:
