@@ -86,7 +86,7 @@ def failure_message(record: EvaluationRecord) -> str:
             p = points.get(v.question_id)
             cost = "" if p is None else (f" (+{p} missed)" if p > 0 else f" ({p} penalty)")
             lines.append(f"  [{v.dimension}]{cost} {inert(v.question)}")
-            lines.append(f"      -> no{votes}: {inert(v.explanation) or '(no explanation)'}")
+            lines.append(f"      -> no{votes}: {inert(v.reason())}")
     return "\n".join(lines)
 
 

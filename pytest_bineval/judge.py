@@ -150,7 +150,7 @@ async def _explanation(client: LLMClient, messages: list[dict[str, Any]], shape:
     if shape == "prefill":
         reply = await client.complete_text(
             [*messages, {"role": "assistant", "content": explanation_prefill(first.answer), "prefix": True}],
-            max_tokens=EXPLANATION_MAX_TOKENS, stop=['"'],
+            max_tokens=EXPLANATION_MAX_TOKENS, stop=['"'], min_tokens=1,  # never an empty explanation
         )
         return _clean_explanation(reply.text), reply.usage
     if first.volunteered:

@@ -205,6 +205,16 @@ class Verdict(BaseModel):
     explain: ExplainMode | None = Field(
         default=None, description="the explain mode that made this verdict (None: recorded before modes existed)")
 
+    def reason(self) -> str:
+        """The explanation, or why there is none (an explanation request that failed, explain mode none)."""
+        if self.explanation:
+            return self.explanation
+        if self.error and self.answer != "error":
+            return f"({self.error})"
+        if self.explain == "none":
+            return "(not explained: explain mode none)"
+        return "(no explanation)"
+
 
 # The structured-output forms a model can be asked for, from the strictest to none at all: a provider that
 # rejects one is asked for the next (see llm/negotiation.py).

@@ -144,6 +144,7 @@ class EmbeddedModel:
         frequency_penalty: float = 0.0,
         presence_penalty: float = 0.0,
         stop: list[str] | None = None,
+        min_tokens: int = 0,
     ) -> tuple[str, list[dict[str, Any]] | None, int, int]:
         """Generate a reply; returns (text, OpenAI-style logprobs content, prompt and completion tokens).
 
@@ -152,7 +153,8 @@ class EmbeddedModel:
         schema's grammar is checked on the chosen token first and applied to the whole vocabulary only
         when that token is rejected (llama.cpp's own shortcut; a full pass costs ~10 ms per token here).
         Logprobs are the model's, before the grammar. ``stop``: strings that end the reply (not included),
-        as in OpenAI's API. A last assistant message with ``prefix`` set is continued (see the module doc).
+        as in OpenAI's API; ``min_tokens`` (as in vLLM): the first tokens may neither end the reply nor hold a
+        stop string. A last assistant message with ``prefix`` set is continued (see the module doc).
         """
         with self.lock:
             llm = self._load()
@@ -177,11 +179,15 @@ class EmbeddedModel:
                     ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
                     raw = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)
                     logits = raw
-                    if frequency_penalty or presence_penalty:
+                    early = len(out) < min_tokens
+                    if frequency_penalty or presence_penalty or early:
                         logits = raw.copy()  # the logprobs report the model's own distribution
                         for t, c in counts.items():
                             logits[t] -= frequency_penalty * c + presence_penalty
                     token = _choose(logits, temperature, grammar, rng)
+                    while early and self._ends(llm, token, stops) and np.isfinite(logits).sum() > 1:
+                        logits[token] = -np.inf  # too early to end: the next best token
+                        token = _choose(logits, temperature, grammar, rng)
                     if token in self._stop_ids:
                         break
                     if logprobs is not None:
@@ -204,6 +210,13 @@ class EmbeddedModel:
             if cut is not None:
                 text = text[:cut]
             return text, logprobs, len(tokens), len(out)
+
+    def _ends(self, llm: Any, token: int, stops: list[str]) -> bool:
+        """Whether ``token`` ends a reply: an end-of-turn token or one whose text holds a stop string."""
+        if token in self._stop_ids:
+            return True
+        piece = llm.detokenize([token]).decode("utf-8", "replace")
+        return any(x in piece for x in stops)
 
     def _gbnf(self, schema: dict[str, Any]) -> str:
         """The llama.cpp grammar of a JSON schema (converted once per schema)."""
@@ -345,6 +358,7 @@ def make_embedded_handler() -> Any:
                     frequency_penalty=float(params.get("frequency_penalty") or 0.0),
                     presence_penalty=float(params.get("presence_penalty") or 0.0),
                     stop=[stop] if isinstance(stop, str) else list(stop or []),
+                    min_tokens=int(params.get("min_tokens") or 0),
                 )
             except ContextTooSmall as exc:
                 raise ContextWindowExceededError(

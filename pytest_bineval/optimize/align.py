@@ -106,8 +106,10 @@ class EvaluatorAligner:
 
     async def evaluate(self, model: str, prompt: Prompt | None, items: Sequence[AlignItem],
                        checklist: Checklist) -> list[Evaluation]:
-        """Every item judged by ``model`` (``prompt``: None for the packaged judge prompt)."""
-        return [await self.engine.aevaluate(item.output, checklist, item.source, model=model, prompt=prompt)
+        """Every item judged by ``model`` (``prompt``: None for the packaged judge prompt); every answer is
+        explained, since a disagreement shows both sides' reasons."""
+        return [await self.engine.aevaluate(item.output, checklist, item.source, model=model, prompt=prompt,
+                                            explain="all")
                 for item in items]
 
     def _note_request(self, prompt_text: str, group: Sequence[Disagreement], items: Sequence[AlignItem]) -> NoteRequest:

@@ -77,13 +77,13 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
         table.add_column("explanation", ratio=3)
         styles = {"yes": "green", "no": "red", "error": "bold magenta"}
         for v in rec.checked():
-            why = v.error if v.answer == "error" else v.explanation
+            why = v.error if v.answer == "error" else v.reason() if v.answer == "no" else v.explanation
             cells = [Text(v.dimension)]
             if points:
                 p = points.get(v.question_id)
                 cells.append(Text("" if p is None else f"{p:+d}"))
             table.add_row(*cells, Text(inert(v.question)), Text(answer_text(v), style=styles[v.answer]),
-                          Text(inert(why)))
+                          Text(inert(why or "")))
         console.print(table)
     return buf.getvalue().rstrip("\n")
 
@@ -103,7 +103,7 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                     p = points.get(v.question_id)
                     cost = "" if p is None else (f" (+{p} missed)" if p > 0 else f" ({p} penalty)")
                     lines.append((f"    [{v.dimension}]{cost} {one_line(v.question)}", {}))
-                    lines.append((f"        -> no: {one_line(v.explanation) or '(no explanation)'}", {}))
+                    lines.append((f"        -> no: {one_line(v.reason())}", {}))
                 elif v.answer == "error":
                     lines.append((f"    [{v.dimension}] {one_line(v.question)}", {}))
                     lines.append((f"        -> judge error: {one_line(v.error)}", {"red": True}))

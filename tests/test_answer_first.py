@@ -1,0 +1,337 @@
+"""Answer first, explain only where the explain mode asks (``--bineval-explain``), with the scripted fake judge.
+
+Both request shapes are exercised: ``turns`` (a hosted model: an answer-only JSON request, then an explanation
+request that repeats the same messages plus the answer) and ``prefill`` (a provider that continues an assistant
+prefill, like the embedded model: ``{"answer": "`` + one token, then ``... "explanation": "`` + text).
+The same behaviour on the real embedded model is tested in ``test_local_model.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_bineval import DEFAULT_MODEL, Checklist, Question, evaluate
+from pytest_bineval.engine import run_sync
+from pytest_bineval.judge import (
+    ANSWER_MAX_TOKENS,
+    ANSWER_PREFILL,
+    explanation_prefill,
+    judge,
+    judge_messages,
+    verdict_key,
+)
+from pytest_bineval.llm.cache import ResponseCache
+from pytest_bineval.llm.client import LLMClient, ModelSettings, p_yes_at
+from pytest_bineval.models import EXPLAIN_MODES, ExplainMode
+from pytest_bineval.record import ReportDocument
+from pytest_bineval.testing import ScriptedModel
+
+pytest_plugins = ["pytester"]
+
+TASK = "Summarize the news article in 2-3 sentences for a busy reader."
+ARTICLE = "The town council voted 7-2 on Monday to build a new library by 2027."
+SUMMARY = "The council approved a new library, due in 2027."
+ANSWERS = {"Is check 1 met?": "yes", "Is check 2 met?": "no", "Is check 3 met?": "no", "Is check 4 met?": "yes"}
+CHECKLIST = Checklist(task=TASK, dimensions={"consistency": "c"},
+                      questions=[Question(id=f"consistency-{i}", dimension="consistency", text=q)
+                                 for i, q in enumerate(ANSWERS, 1)])
+EXPLAINED = {"failing": {"Is check 2 met?", "Is check 3 met?"}, "all": set(ANSWERS), "none": set()}
+
+
+@pytest.fixture(params=["turns", "prefill"])
+def shape(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def model(fake: ScriptedModel, shape: str) -> ScriptedModel:
+    """The fake judge in either request shape (``prefill``: it continues an assistant prefill)."""
+    fake.prefill = shape == "prefill"
+    fake.register()  # the handler reads whether it continues a prefill when it is made
+    fake.answers = ANSWERS
+    return fake
+
+
+def run(fake: ScriptedModel, cache_dir: Path, explain: ExplainMode, **more: Any) -> Any:
+    return evaluate(SUMMARY, CHECKLIST, ARTICLE, model=fake.model, cache_dir=str(cache_dir), explain=explain,
+                    **more)
+
+
+@pytest.mark.parametrize("explain", EXPLAIN_MODES)
+def test_explanations_exactly_where_the_mode_asks(model: ScriptedModel, cache_dir: Path, explain: ExplainMode) -> None:
+    result = run(model, cache_dir, explain)
+    assert [v.answer for v in result.verdicts] == list(ANSWERS.values())
+    explained = {v.question for v in result.verdicts if v.explanation}
+    assert explained == EXPLAINED[explain]
+    for v in result.verdicts:
+        if v.explanation:
+            assert v.explanation == f"scripted {v.answer} for: {v.question}"
+    assert {v.explain for v in result.verdicts} == {explain}
+    # P(yes) comes from the answer token's logprobs in both shapes (the fake gives 0.9 to its answer)
+    assert [round(v.p_yes or 0, 6) for v in result.verdicts] == [0.9, 0.1, 0.1, 0.9]
+    # requests: one answer request per question, one explanation request per explained verdict
+    assert model.calls_of("verdict") == 4
+    assert model.calls_of("explanation") == len(EXPLAINED[explain])
+    assert len(model.requests) == 4 + len(EXPLAINED[explain])
+    # usage counts both kinds of call
+    assert result.usage.llm_calls == len(model.requests)
+    assert result.usage.completion_tokens > 0 and result.usage.cache_hits == 0
+
+
+def test_turns_shape_answer_only_then_the_same_prefix_plus_the_answer(fake: ScriptedModel, cache_dir: Path) -> None:
+    model = fake
+    model.answers = ANSWERS
+    run(model, cache_dir, "failing")
+    (answer,) = [r for r in model.requests if r.kind == "verdict" and r.question == "Is check 2 met?"]
+    (explanation,) = [r for r in model.requests if r.kind == "explanation" and r.question == "Is check 2 met?"]
+    assert answer.params["max_tokens"] == ANSWER_MAX_TOKENS
+    assert answer.params["logprobs"] is True and answer.params["top_logprobs"] >= 5
+    schema = answer.params["response_format"]["json_schema"]["schema"]
+    assert set(schema["properties"]) == {"answer"}
+    # the explanation request repeats the answer request's messages (prompt caching), then the answer
+    assert explanation.messages[: len(answer.messages)] == answer.messages
+    assert explanation.messages[len(answer.messages)] == {"role": "assistant", "content": '{"answer": "no"}'}
+    assert explanation.messages[-1]["role"] == "user" and "Explain" in explanation.messages[-1]["content"]
+    assert "logprobs" not in explanation.params
+
+
+def test_prefill_shape_one_token_then_continue_into_the_explanation(fake: ScriptedModel, cache_dir: Path) -> None:
+    model = fake
+    model.prefill = True
+    model.register()
+    model.answers = ANSWERS
+    run(model, cache_dir, "failing")
+    (answer,) = [r for r in model.requests if r.kind == "verdict" and r.question == "Is check 2 met?"]
+    (explanation,) = [r for r in model.requests if r.kind == "explanation" and r.question == "Is check 2 met?"]
+    assert answer.messages[-1] == {"role": "assistant", "content": ANSWER_PREFILL, "prefix": True}
+    assert answer.params["max_tokens"] == 1 and answer.params["top_logprobs"] >= 5
+    assert "response_format" not in answer.params  # no grammar for the answer step
+    # the explanation request is the same conversation, prefilled up to the explanation's value
+    assert explanation.messages[:-1] == answer.messages[:-1]
+    assert explanation.messages[-1] == {"role": "assistant", "content": explanation_prefill("no"), "prefix": True}
+    assert explanation.params["stop"] == ['"'] and explanation.params["min_tokens"] == 1
+
+
+def test_prefill_answer_token_that_is_neither_yes_nor_no_is_an_error_verdict(fake: ScriptedModel,
+                                                                             cache_dir: Path) -> None:
+    fake.prefill = True
+    fake.register()
+    fake.answers = {"Is check 1 met?": "maybe", "Is check 2 met?": "yes"}
+    result = evaluate(SUMMARY, CHECKLIST.model_copy(update={"questions": CHECKLIST.questions[:2]}), ARTICLE,
+                      model=fake.model, cache_dir=str(cache_dir), explain="none", retries=0)
+    first, second = result.verdicts
+    assert first.answer == "error" and first.error is not None and "neither yes nor no" in first.error
+    assert (second.answer, second.p_yes) == ("yes", pytest.approx(0.9))
+
+
+def test_p_yes_at_sums_the_spellings_of_yes_and_no() -> None:
+    """The prefill answer is the likelier of yes and no over all their spellings, not the top token alone."""
+    entry = {"token": "Yes", "logprob": math.log(0.4), "top_logprobs": [
+        {"token": "Yes", "logprob": math.log(0.4)}, {"token": "no", "logprob": math.log(0.3)},
+        {"token": " No", "logprob": math.log(0.2)}, {"token": "maybe", "logprob": math.log(0.1)}]}
+    assert p_yes_at(entry) == pytest.approx(0.4 / 0.9)
+    assert p_yes_at({"token": "x", "logprob": 0.0, "top_logprobs": [{"token": "x", "logprob": 0.0}]}) is None
+
+
+def test_cache_keys_differ_by_explain_mode(model: ScriptedModel, cache_dir: Path) -> None:
+    client = LLMClient(ModelSettings(model=model.model), None)
+    messages = judge_messages(TASK, ARTICLE, SUMMARY, CHECKLIST.questions[0])
+    keys = {verdict_key(client, messages, mode) for mode in EXPLAIN_MODES}
+    assert len(keys) == 3
+    first = run(model, cache_dir, "failing")
+    n = len(model.requests)
+    other = run(model, cache_dir, "none")  # another mode: nothing served from the failing run's entries
+    assert other.usage.cache_hits == 0 and other.usage.llm_calls == 4
+    assert not any(v.explanation for v in other.verdicts)
+    again = run(model, cache_dir, "failing")
+    assert again.usage.llm_calls == 0 and again.usage.cache_hits == 4
+    assert len(model.requests) == n + 4
+    assert [(v.answer, v.explanation, v.p_yes, v.explain) for v in again.verdicts] == [
+        (v.answer, v.explanation, v.p_yes, v.explain) for v in first.verdicts]
+    assert all(v.cached for v in again.verdicts)
+
+
+def test_usage_counts_the_answer_and_the_explanation_calls(model: ScriptedModel, cache_dir: Path) -> None:
+    answers_only = run(model, cache_dir / "a", "none")
+    explained = run(model, cache_dir / "b", "all")
+    assert explained.usage.llm_calls == answers_only.usage.llm_calls + 4
+    assert explained.usage.prompt_tokens > answers_only.usage.prompt_tokens
+    assert explained.usage.completion_tokens > answers_only.usage.completion_tokens
+
+
+def test_a_failed_explanation_keeps_the_answer_and_says_why(model: ScriptedModel, cache_dir: Path) -> None:
+    model.rules = {"explanation": lambda req: ValueError("explanations are down")}
+    result = run(model, cache_dir, "failing", retries=0)
+    no = result.verdicts[1]
+    assert (no.answer, no.explanation) == ("no", "")
+    assert no.error is not None and "no explanation" in no.error and "explanations are down" in no.error
+    assert "explanations are down" in no.reason()
+    assert result.errors == []  # the answer stands: not a judge error
+    model.rules = {}
+    again = run(model, cache_dir, "failing")  # not cached: asked again, now explained
+    assert again.verdicts[1].explanation and again.usage.llm_calls == 2 + 2
+
+
+def test_invalid_explain_mode_is_a_usage_error() -> None:
+    from pytest_bineval import Settings, UsageError
+
+    with pytest.raises(UsageError, match="explain: invalid choice: 'some'"):
+        Settings(explain="some")  # type: ignore[arg-type]
+
+
+# -- the plugin: option, ini, report ---------------------------------------------------------------------------
+
+CONFTEST = '''
+from pytest_bineval.testing import ScriptedModel
+
+FAKE = ScriptedModel(provider="efake", answers={"Is check 1 met?": "yes", "Is check 2 met?": "no"}).register()
+'''
+
+TEST_FILE = '''
+import pytest
+from pytest_bineval import Checklist, Question, assert_passes
+
+CHECKLIST = Checklist(task="Summarize.", dimensions={"consistency": "c"}, questions=[
+    Question(id="consistency-1", dimension="consistency", text="Is check 1 met?"),
+    Question(id="consistency-2", dimension="consistency", text="Is check 2 met?")])
+
+def test_judged():
+    assert_passes("A summary.", source="An article.", checklist=CHECKLIST, threshold=0.5)
+'''
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _litellm_imported_once() -> None:
+    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
+    from pytest_bineval.llm.client import import_litellm
+
+    import_litellm()
+
+
+@pytest.mark.parametrize(("where", "mode"), [("default", "failing"), ("option", "all"), ("ini", "none")])
+def test_explain_option_ini_and_report(pytester: pytest.Pytester, where: str, mode: str) -> None:
+    pytester.makeconftest(CONFTEST)
+    ini = f"bineval_explain = {mode}" if where == "ini" else ""
+    pytester.makeini(f"[pytest]\nbineval_model = efake/judge\nasyncio_default_fixture_loop_scope = function\n{ini}\n")
+    pytester.makepyfile(test_e=TEST_FILE)
+    args = ["--bineval-report=report.json", "--bineval-cache=off"]
+    if where == "option":
+        args.append(f"--bineval-explain={mode}")
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    (record,) = ReportDocument.load(pytester.path / "report.json").evaluations
+    assert {v.explain for v in record.verdicts} == {mode}
+    explained = {v.question for v in record.verdicts if v.explanation}
+    assert explained == {"all": {"Is check 1 met?", "Is check 2 met?"}, "failing": {"Is check 2 met?"},
+                         "none": set()}[mode]
+    assert record.usage.llm_calls == 2 + len(explained)
+
+
+@pytest.mark.parametrize("mode", EXPLAIN_MODES)
+def test_failure_message_explains_every_failing_question(pytester: pytest.Pytester, mode: str) -> None:
+    pytester.makeconftest(CONFTEST.replace('"Is check 1 met?": "yes"', '"Is check 1 met?": "no"'))
+    pytester.makeini("[pytest]\nbineval_model = efake/judge\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_e=TEST_FILE)
+    result = pytester.runpytest("--bineval-cache=off", f"--bineval-explain={mode}")
+    result.assert_outcomes(failed=1)
+    if mode == "none":  # asked for no explanations: the message says so
+        result.stdout.fnmatch_lines(["*[[]consistency[]] Is check 1 met?",
+                                     "*-> no: (not explained: explain mode none)"])
+    else:
+        result.stdout.fnmatch_lines(["*[[]consistency[]] Is check 1 met?", "*-> no: scripted no for: Is check 1 met?",
+                                     "*[[]consistency[]] Is check 2 met?", "*-> no: scripted no for: Is check 2 met?"])
+
+
+def test_bad_explain_option_is_an_argparse_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    result = pytester.runpytest("--bineval-explain=some")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*argument --bineval-explain*invalid choice*"])
+
+
+# -- a run served from the cache imports neither litellm nor a model ---------------------------------------------
+
+CACHED_TEST = '''
+import sys
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="Summarize the article.")
+@pytest.mark.parametrize("i", range(3))
+def test_cached(i):
+    assert_passes(f"Summary number {i}.", source="An article.", threshold=0.0)
+
+def test_zz_nothing_heavy_was_imported():
+    heavy = [m for m in ("litellm", "llama_cpp", "openai") if m in sys.modules]
+    assert heavy == [], heavy
+'''
+
+
+def test_a_fully_cached_run_imports_no_litellm(pytester: pytest.Pytester) -> None:
+    """First run: a scripted fake stands in for the embedded model (registered under its provider name,
+    ``bineval``) and fills the cache. Second run, in a fresh process whose conftest registers nothing: the
+    default (embedded) model would have to be loaded through litellm for any miss, but every checklist and
+    verdict comes from the cache, so litellm and llama.cpp are never imported (the last test checks
+    sys.modules) and the summary counts 0 LLM calls."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makeconftest(textwrap.dedent('''
+        from pytest_bineval.testing import ScriptedModel
+
+        ScriptedModel(provider="bineval", answers={"Does the response meet consistency check 2?": "no"}).register()
+    '''))
+    pytester.makepyfile(test_cached=CACHED_TEST.replace("def test_zz", "def skip_zz"))
+    first = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    first.assert_outcomes(passed=3)
+    pytester.makeconftest("")
+    pytester.makepyfile(test_cached=CACHED_TEST)
+    second = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bineval-report=report.json")
+    second.assert_outcomes(passed=4)
+    second.stdout.fnmatch_lines(["*LLM calls: 0, cache hits: *"])
+    report = ReportDocument.load(pytester.path / "report.json")
+    assert report.totals.llm_calls == 0 and report.totals.cache_hits > 0
+    assert {r.model for r in report.evaluations} == {DEFAULT_MODEL}
+
+
+def test_the_first_cache_miss_imports_litellm(tmp_path: Path) -> None:
+    """The other side: a miss (here a model that is not reachable) does import litellm."""
+    script = textwrap.dedent(f'''
+        import sys
+        from pytest_bineval import DEFAULT_MODEL, Checklist, Question, evaluate
+        checklist = Checklist(task="t", dimensions={{"d": "d"}},
+                              questions=[Question(id="d-1", dimension="d", text="q?")])
+        assert "litellm" not in sys.modules
+        result = evaluate("out", checklist, model="nosuchprovider/x", cache_dir={str(tmp_path / "c")!r}, retries=0)
+        print(json.dumps([result.verdicts[0].answer, "litellm" in sys.modules]))
+    ''').replace("import sys", "import json, sys", 1)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["error", True]
+
+
+def test_cached_verdict_lookup_needs_no_provider(fake: ScriptedModel, cache_dir: Path) -> None:
+    """The verdict is looked up before the provider is touched: a cached verdict of a model whose provider
+    is not registered in this process is served."""
+    fake.answers = ANSWERS
+    first = run(fake, cache_dir, "failing")
+    cache = ResponseCache(cache_dir)
+    client = LLMClient(ModelSettings(model="unregistered-provider/judge"), cache)
+    with_key = LLMClient(ModelSettings(model=fake.model), cache)
+    for q in CHECKLIST.questions:
+        key = verdict_key(with_key, judge_messages(TASK, ARTICLE, SUMMARY, q), "failing")
+        entry = cache.get(key)
+        assert entry is not None
+        cache.set(verdict_key(client, judge_messages(TASK, ARTICLE, SUMMARY, q), "failing"), entry)
+    again = run_sync(judge(client, SUMMARY, CHECKLIST, ARTICLE, explain="failing"))
+    cache.close()
+    assert [v.answer for v in again.verdicts] == [v.answer for v in first.verdicts]
+    assert again.usage.llm_calls == 0 and again.usage.cache_hits == 4
