@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -147,10 +148,11 @@ def test_evaluates_a_real_summary(first_run: Evaluation, judged: Checklist) -> N
     assert_all_parsed(first_run, judged)
     assert first_run.model == DEFAULT_MODEL
     n = len(judged.questions)
-    assert first_run.usage.llm_calls >= n  # one call per question (more only if a reply was retried)
+    noes = sum(v.answer == "no" for v in first_run.verdicts)
+    assert first_run.usage.llm_calls == n + noes  # an answer per question, an explanation per "no" (failing)
     assert first_run.usage.cache_hits == 0
     assert first_run.usage.prompt_tokens > n * 100  # the prompt holds instructions, article and summary
-    assert first_run.usage.completion_tokens >= n * 5
+    assert first_run.usage.completion_tokens >= n + noes  # one token per answer, at least one per explanation
     assert not any(v.cached for v in first_run.verdicts)
 
 
@@ -187,6 +189,65 @@ def test_output_and_source_too_large_for_the_context(checklist: Checklist, setti
     assert "prompt of " in message and "context of 8192 tokens" in message, message
     prompt_tokens = int(message.split("prompt of ")[1].split(" tokens")[0])
     assert prompt_tokens > 8192
+
+
+# -- answer first: the explain modes on the real model ----------------------------------------------------------
+
+def summeval_pair() -> tuple[str, str] | None:
+    """SummEval article 0 and one of its summaries (read from the shared data, never copied), or None."""
+    from pytest_bineval.perf import load_summaries
+
+    for base in (os.environ.get("BINEVAL_DATA_DIR"), str(SUMMEVAL.parent.parent)):
+        path = Path(base or "") / "summeval" / "summeval.jsonl"
+        if base and path.is_file():
+            article, summaries = load_summaries(path, 0, 2)
+            return article, summaries[1]
+    return None
+
+
+@pytest.fixture(scope="module")
+def by_mode(settings: Settings) -> dict[str, Evaluation]:
+    """The same evaluation in each explain mode (no cache), in the order none, all, failing: the benchmark's
+    8 questions about a SummEval summary (the embedded model answers them with both yes and no), else about
+    this file's article (where it happens to say yes to everything)."""
+    from pytest_bineval.perf import fixed_checklist
+
+    article, summary = summeval_pair() or (ARTICLE, SUMMARY)
+    checklist = fixed_checklist(8)
+    return {mode: evaluate(summary, checklist, article, settings=settings.with_overrides(cache="off", explain=mode))
+            for mode in ("none", "all", "failing")}
+
+
+@local_model
+def test_answer_and_p_yes_are_the_same_in_every_explain_mode(by_mode: dict[str, Evaluation]) -> None:
+    """The answer comes from the same first token whatever follows it (greedy): identical answers and P(yes)."""
+    none = [(v.answer, v.p_yes) for v in by_mode["none"].verdicts]
+    assert all(v.p_yes is not None for v in by_mode["none"].verdicts)
+    assert [(v.answer, v.p_yes) for v in by_mode["all"].verdicts] == none
+    assert [(v.answer, v.p_yes) for v in by_mode["failing"].verdicts] == none
+    # the answer is the likelier of yes and no
+    assert all((v.answer == "yes") == (v.p_yes is not None and v.p_yes > 0.5) for v in by_mode["none"].verdicts)
+
+
+@local_model
+def test_explanations_appear_exactly_where_the_mode_asks(by_mode: dict[str, Evaluation]) -> None:
+    n = 8
+    none, every, failing = by_mode["none"], by_mode["all"], by_mode["failing"]
+    if summeval_pair() is not None:  # the judged pair of the benchmark: both answers occur
+        assert {v.answer for v in none.verdicts} == {"yes", "no"}, [v.p_yes for v in none.verdicts]
+    assert not any(v.explanation for v in none.verdicts)
+    assert all(v.explanation for v in every.verdicts)
+    assert all(bool(v.explanation) == (v.answer == "no") for v in failing.verdicts)
+    assert [v.explain for v in failing.verdicts] == ["failing"] * n
+    # one answer request per question (one generated token each), one explanation request per explained verdict
+    noes = sum(v.answer == "no" for v in none.verdicts)
+    assert (none.usage.llm_calls, every.usage.llm_calls, failing.usage.llm_calls) == (n, 2 * n, n + noes)
+    assert none.usage.completion_tokens == n
+    assert failing.usage.completion_tokens < every.usage.completion_tokens
+    # an explanation of a "no" is the same text whichever mode asked for it
+    for a, f in zip(every.verdicts, failing.verdicts, strict=True):
+        if f.answer == "no":
+            assert f.explanation == a.explanation
 
 
 # -- a missing [local] extra says exactly what to install (no model needed) ------------------------------------
@@ -282,6 +343,34 @@ def test_schema_output_is_valid_json_greedy_and_sampled(embedded: Any, temperatu
     assert obj["answer"] in ("yes", "no") and set(obj) == {"answer", "explanation"}
     assert logprobs is not None and len(logprobs) == n_out
     assert all(len(e["top_logprobs"]) == 3 and e["logprob"] <= 0.0 for e in logprobs)
+
+
+@local_model
+def test_a_prefix_assistant_message_is_continued(embedded: Any) -> None:
+    """A last assistant message marked "prefix" is continued: the template's assistant header, then its text,
+    with no end of turn; without the mark it is a finished turn."""
+    prefill = {"role": "assistant", "content": '{"answer": "', "prefix": True}
+    continued = embedded.prompt_tokens([*CHAT, prefill])
+    llm = embedded._load()
+    text = llm.detokenize(continued, special=True).decode()
+    assert text.endswith('<|im_start|>assistant\n{"answer": "')
+    finished = llm.detokenize(embedded.prompt_tokens([*CHAT, {**prefill, "prefix": False}]), special=True).decode()
+    assert finished.endswith('{"answer": "<|im_end|>\n<|im_start|>assistant\n')
+    _, logprobs, _, n_out = embedded.chat([*CHAT, prefill], max_tokens=1, temperature=0.0, schema=None,
+                                              top_logprobs=20)
+    assert n_out == 1 and logprobs is not None and len(logprobs[0]["top_logprobs"]) == 20
+
+
+@local_model
+def test_stop_string_and_min_tokens(embedded: Any) -> None:
+    ask = [*CHAT, {"role": "assistant", "content": '{"answer": "no", "explanation": "', "prefix": True}]
+    text, _, _, n_out = embedded.chat(ask, max_tokens=40, temperature=0.0, schema=None, top_logprobs=None,
+                                      stop=['"'])
+    assert '"' not in text and 0 < n_out <= 40
+    # min_tokens: the first tokens can neither end the reply nor hold a stop string (here also any "e")
+    early, _, _, _ = embedded.chat(ask, max_tokens=3, temperature=0.0, schema=None, top_logprobs=None,
+                                   stop=["e", '"'], min_tokens=2)
+    assert early and "e" not in early and '"' not in early
 
 
 @local_model
