@@ -11,8 +11,8 @@ path (``litellm.acompletion`` through :class:`~pytest_bineval.llm.client.LLMClie
 - a provider that continues an assistant prefill (the embedded model): the assistant turn is prefilled
   up to the answer value (``{"answer": "``), one decoding step gives the answer and P(yes) (the more
   probable of the yes and no tokens), and, when wanted, a second request prefilled up to the explanation
-  (``{"answer": "no", "explanation": "``) decodes it. Both share every token up to the answer, so the
-  model's KV cache makes the pair one pass.
+  (``{"answer": "no", "explanation": "Because the response``) decodes it to the closing quote. Both share
+  every token up to the answer, so the model's KV cache makes the pair one pass.
 - any other provider: an answer-only JSON request (a few tokens, logprobs asked for P(yes)), then,
   when wanted, an explanation request that repeats the same messages plus the answer and a short
   follow-up turn (provider prompt caching applies to the repeated prefix).
@@ -56,9 +56,14 @@ NO_SOURCE = "(no input was given; judge the response on its own)"
 Shape = Literal["prefill", "turns"]
 
 
+# The explanation's first words, prefilled: without them the embedded model "explains" with the bare word "no";
+# with them it writes one sentence about the response (docs/performance.md).
+EXPLANATION_HEAD = "Because the response"
+
+
 def explanation_prefill(answer: str) -> str:
-    """The assistant text up to the explanation's value, after ``answer``."""
-    return f'{ANSWER_PREFILL}{answer}", "explanation": "'
+    """The assistant text up to the explanation's value (and its first words), after ``answer``."""
+    return f'{ANSWER_PREFILL}{answer}", "explanation": "{EXPLANATION_HEAD}'
 
 
 def _answer_field(obj: dict[str, Any]) -> tuple[Literal["yes", "no"], str]:
@@ -152,7 +157,7 @@ async def _explanation(client: LLMClient, messages: list[dict[str, Any]], shape:
             [*messages, {"role": "assistant", "content": explanation_prefill(first.answer), "prefix": True}],
             max_tokens=EXPLANATION_MAX_TOKENS, stop=['"'], min_tokens=1,  # never an empty explanation
         )
-        return _clean_explanation(reply.text), reply.usage
+        return _clean_explanation(EXPLANATION_HEAD + reply.text), reply.usage
     if first.volunteered:
         return first.volunteered[:EXPLANATION_MAX], Usage()
     json_reply = await client.uncached().complete_json(

@@ -164,9 +164,9 @@ class ScriptedModel:
             if answer in ("yes", "no"):
                 return answer if req.prefill is not None else json.dumps({"answer": answer})
             return answer
-        if req.kind == "explanation":
+        if req.kind == "explanation":  # prefill: it continues the judge's "Because the response"
             text = f"scripted {req.answered} for: {req.question}"
-            return f'{text}"}}' if req.prefill is not None else json.dumps({"explanation": text})
+            return f' is {text}"}}' if req.prefill is not None else json.dumps({"explanation": text})
         if req.kind == "lesson":
             m = re.search(r"^(?:The failed check \(.*?\)|The question): (.*)$", req.user, re.MULTILINE)
             return json.dumps({"lesson": f"Make sure that: {m.group(1).strip() if m else 'the check passes'}"})
@@ -252,7 +252,7 @@ def _make_handler(fake: ScriptedModel) -> Any:
     def kind_of(params: dict[str, Any], messages: list[Any]) -> str:
         last = messages[-1] if messages else {}
         if fake.prefill and last.get("role") == "assistant" and last.get("prefix"):
-            return "explanation" if str(last.get("content") or "").rstrip().endswith('"explanation": "') else "verdict"
+            return "explanation" if '"explanation": "' in str(last.get("content") or "") else "verdict"
         fmt = params.get("response_format") or {}
         return str((fmt.get("json_schema") or {}).get("name", "text")) if isinstance(fmt, dict) else "text"
 

@@ -72,9 +72,10 @@ def test_explanations_exactly_where_the_mode_asks(model: ScriptedModel, cache_di
     assert [v.answer for v in result.verdicts] == list(ANSWERS.values())
     explained = {v.question for v in result.verdicts if v.explanation}
     assert explained == EXPLAINED[explain]
-    for v in result.verdicts:
+    for v in result.verdicts:  # prefill: the judge's head "Because the response" + the fake's " is scripted ..."
         if v.explanation:
-            assert v.explanation == f"scripted {v.answer} for: {v.question}"
+            assert v.explanation in (f"scripted {v.answer} for: {v.question}",
+                                     f"Because the response is scripted {v.answer} for: {v.question}")
     assert {v.explain for v in result.verdicts} == {explain}
     # P(yes) comes from the answer token's logprobs in both shapes (the fake gives 0.9 to its answer)
     assert [round(v.p_yes or 0, 6) for v in result.verdicts] == [0.9, 0.1, 0.1, 0.9]

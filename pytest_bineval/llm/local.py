@@ -211,6 +211,25 @@ class EmbeddedModel:
                 text = text[:cut]
             return text, logprobs, len(tokens), len(out)
 
+    def speed(self, tokens: list[int], steps: int = 32) -> tuple[float, float]:
+        """(prompt tokens per second processing ``tokens`` from an empty KV cache, seconds per decoding step
+        over ``steps`` greedy steps after them): the rates of the physical-limit estimate of ``bineval perf``."""
+        with self.lock:
+            llm = self._load()
+            llama_cpp = _import_llama_cpp()
+            import numpy as np
+
+            llm.n_tokens = 0
+            started = time.perf_counter()
+            llm.eval(tokens)
+            rate = len(tokens) / (time.perf_counter() - started)
+            n_vocab = llm.n_vocab()
+            started = time.perf_counter()
+            for _ in range(steps):
+                ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+                llm.eval([int(np.argmax(np.ctypeslib.as_array(ptr, shape=(n_vocab,))))])
+            return rate, (time.perf_counter() - started) / steps
+
     def _ends(self, llm: Any, token: int, stops: list[str]) -> bool:
         """Whether ``token`` ends a reply: an end-of-turn token or one whose text holds a stop string."""
         if token in self._stop_ids:
