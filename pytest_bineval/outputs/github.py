@@ -92,7 +92,7 @@ def workflow_commands(records: Sequence[EvaluationRecord], regressions: Regressi
             lines += [f"[{v.dimension}] {v.question} -> judge error: {v.error}" for v in rec.errors()]
         else:
             title = f"bineval: {rec.key} below threshold"
-            lines += [f"[{v.dimension}] {v.question} -> no: {v.explanation or '(no explanation)'}"
+            lines += [f"[{v.dimension}] {v.question} -> no: {v.reason()}"
                       for v in rec.failing()]
         out.append(command("error", "\n".join(lines), **_where(rec.location, rootdir, workspace), title=title))
     if regressions is not None:
@@ -157,7 +157,7 @@ def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]
         out.append("Failing questions:" if rec.outcome != "passed" else "Questions answered no:")
         out.append("")
         for v in failing:
-            why = f"judge error: {v.error}" if v.answer == "error" else f"no: {v.explanation or '(no explanation)'}"
+            why = f"judge error: {v.error}" if v.answer == "error" else f"no: {v.reason()}"
             out.append(f"- \\[{md(v.dimension)}\\] {md(v.question)} → {md(why)}")
         out.append("")
     if diff is not None and diff.changes:
