@@ -180,7 +180,8 @@ def test_pass_and_fail_with_reasons_section_and_summary(pytester: pytest.Pyteste
     # explain=failing (the default): every "no" is explained, no "yes" is, and the report says which mode
     assert all(bool(v.explanation) == (v.answer == "no") for v in bad.verdicts)
     assert {v.explain for v in bad.verdicts} == {"failing"}
-    assert len(bad.questions) == 4 and bad.usage.llm_calls + bad.usage.cache_hits == 4
+    # 4 answers, 1 explanation (the one "no", under the default --bineval-explain failing)
+    assert len(bad.questions) == 4 and bad.usage.llm_calls + bad.usage.cache_hits == 4 + 1
     junit = (pytester.path / "junit.xml").read_text()
     assert 'name="bineval:consistency" value="0.5"' in junit
 

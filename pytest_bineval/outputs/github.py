@@ -165,7 +165,8 @@ def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]
         out.append("")
         for c in diff.changes:
             line = f"- **{c.kind}** \\[{md(c.dimension)}\\] {md(c.question)}: {c.before} → {c.after}"
-            line += f"; now: {md(c.explanation or '(no explanation)')}"
+            if c.explanation or c.after == "no":  # a yes is not explained under --bineval-explain failing
+                line += f"; now: {md(c.explanation or '(no explanation)')}"
             if c.baseline_explanation:
                 line += f"; was: {md(c.baseline_explanation)}"
             out.append(line)

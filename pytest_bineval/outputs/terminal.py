@@ -176,7 +176,7 @@ def _change_lines(r: RegressionReport) -> list[Line]:
                 lines.append((f"    answers now: {now}; in the baseline: {was}", {}))
             if c.after == "error":
                 lines.append((f"    cause: {_indented(c.explanation or '(unknown)')}", {}))
-            else:
+            elif c.explanation or c.after == "no":  # a yes is not explained under --bineval-explain failing
                 lines.append((f"    now: {_indented(c.explanation or '(no explanation)')}", {}))
             if c.baseline_explanation:
                 lines.append((f"    was: {_indented(c.baseline_explanation)}", {}))
