@@ -218,15 +218,18 @@ def _litellm_imported_once() -> None:
     import_litellm()
 
 
-@pytest.mark.parametrize(("where", "mode"), [("default", "failing"), ("option", "all"), ("ini", "none")])
+@pytest.mark.parametrize(("where", "mode"), [("default", "failing"), ("option", "all"), ("ini", "none"),
+                                            ("xdist", "all")])
 def test_explain_option_ini_and_report(pytester: pytest.Pytester, where: str, mode: str) -> None:
     pytester.makeconftest(CONFTEST)
     ini = f"bineval_explain = {mode}" if where == "ini" else ""
     pytester.makeini(f"[pytest]\nbineval_model = efake/judge\nasyncio_default_fixture_loop_scope = function\n{ini}\n")
     pytester.makepyfile(test_e=TEST_FILE)
     args = ["--bineval-report=report.json", "--bineval-cache=off"]
-    if where == "option":
+    if where in ("option", "xdist"):
         args.append(f"--bineval-explain={mode}")
+    if where == "xdist":  # the option reaches the workers; their records reach the report
+        args += ["-p", "xdist", "-n", "2"]
     result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1)
     (record,) = ReportDocument.load(pytester.path / "report.json").evaluations

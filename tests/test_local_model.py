@@ -346,6 +346,19 @@ def test_schema_output_is_valid_json_greedy_and_sampled(embedded: Any, temperatu
 
 
 @local_model
+def test_the_embedded_model_is_loaded_once_per_process(embedded: Any, settings: Settings) -> None:
+    """Engines, evaluations and the provider lookup all share one loaded model."""
+    from pytest_bineval.llm.providers import embedded_model
+
+    llm = embedded._load()
+    checklist = Checklist(task=TASK, dimensions={"fluency": "Reads well."}, questions=[
+        Question(id="fluency-1", dimension="fluency", text="Is the response grammatical?")])
+    for _ in range(2):
+        evaluate(SUMMARY, checklist, ARTICLE, settings=settings.with_overrides(cache="off", explain="none"))
+    assert embedded_model() is embedded and embedded._load() is llm
+
+
+@local_model
 def test_a_prefix_assistant_message_is_continued(embedded: Any) -> None:
     """A last assistant message marked "prefix" is continued: the template's assistant header, then its text,
     with no end of turn; without the mark it is a finished turn."""

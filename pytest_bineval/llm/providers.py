@@ -54,6 +54,8 @@ def continues_prefill(model: str) -> bool:
     """Whether ``model``'s provider continues a final assistant message marked ``"prefix": True`` instead
     of answering it: in-process providers say so with a ``continues_prefill`` attribute of their handler
     (the embedded model's is True); hosted providers are not assumed to."""
+    if is_embedded(model):
+        return True
     ensure_provider(model)
     handler = registered_handler(model.split("/", 1)[0]) if "/" in model else None
     return bool(getattr(handler, "continues_prefill", False))
