@@ -556,20 +556,22 @@ def test_failed_checklist_generation_is_reported_not_fatal(judge: ScriptedModel,
 def test_perf_engine_options_come_from_settings(judge: ScriptedModel, data_dir: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     data = data_dir / "summeval" / "summeval.jsonl"
-    judge.answers = {"Is every statement in the response supported by the input?": "no"}  # q1 no, q2 yes
+    judge.answers = {"Does the response avoid claims that contradict the input?": "no"}  # q1 no, q2 yes
     assert main(["perf", "--model", judge.model, "--temperature", "0.25", "--retries", "0", "--data", str(data),
                  "--questions", "2", "--repeats", "2", "--no-cold", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["model"] == judge.model and result["questions"] == 2
     rows = {r["variant"][:3]: r for r in result["rows"]}
-    assert set(rows) == {"(a)", "(b)", "(c)", "(e)"}  # no physical-limit estimate for a model that is not embedded
+    assert set(rows) == {"(a0", "(a)", "(b)", "(c)", "(e)"}  # no physical limit for a model that is not embedded
+    # (a0): the request shape before answer-first, one JSON verdict (with explanation) per question
+    assert (rows["(a0"]["llm_calls_per_eval"], rows["(a0"]["no_per_eval"]) == (2, 1)
     # per evaluation: an answer request per question, an explanation request per explained answer
     assert (rows["(a)"]["llm_calls_per_eval"], rows["(a)"]["explained_per_eval"]) == (4, 2)
     assert (rows["(b)"]["llm_calls_per_eval"], rows["(b)"]["explained_per_eval"]) == (3, 1)
     assert (rows["(c)"]["llm_calls_per_eval"], rows["(c)"]["explained_per_eval"]) == (2, 0)
     assert rows["(e)"]["cache_hits_per_eval"] == 2 and rows["(e)"]["llm_calls_per_eval"] == 0
-    # warm-up (all) + per mode a warm-up and 2 evaluations + filling the cache for (e) (failing, 2 evaluations)
-    assert (judge.calls_of("verdict"), judge.calls_of("explanation")) == (2 + 3 * 6 + 4, 2 + 6 + 3 + 0 + 2)
+    # warm-up (all) + per mode (and for (a0)) a warm-up and 2 evaluations + filling the cache for (e) (failing)
+    assert (judge.calls_of("verdict"), judge.calls_of("explanation")) == (2 + 4 * 6 + 4, 2 + 6 + 3 + 0 + 2)
     assert {r.params.get("temperature") for r in judge.requests} == {0.25}
     for option in ("--cache", "--cache-dir", "--checklist-model", "--explain"):  # perf's own cache, every mode
         with pytest.raises(SystemExit):
