@@ -285,12 +285,13 @@ def test_a_fully_cached_run_imports_no_litellm(pytester: pytest.Pytester) -> Non
     ``bineval``) and fills the cache. Second run, in a fresh process whose conftest registers nothing: the
     default (embedded) model would have to be loaded through litellm for any miss, but every checklist and
     verdict comes from the cache, so litellm and llama.cpp are never imported (the last test checks
-    sys.modules) and the summary counts 0 LLM calls."""
+    sys.modules) and the summary counts 0 requests."""
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makeconftest(textwrap.dedent('''
         from pytest_bineval.testing import ScriptedModel
 
-        ScriptedModel(provider="bineval", answers={"Does the response meet consistency check 2?": "no"}).register()
+        ScriptedModel(provider="bineval", prefill=True,
+                      answers={"Does the response meet consistency check 2?": "no"}).register()
     '''))
     pytester.makepyfile(test_cached=CACHED_TEST.replace("def test_zz", "def skip_zz"))
     first = pytester.runpytest_subprocess("-p", "no:cacheprovider")
@@ -299,7 +300,7 @@ def test_a_fully_cached_run_imports_no_litellm(pytester: pytest.Pytester) -> Non
     pytester.makepyfile(test_cached=CACHED_TEST)
     second = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bineval-report=report.json")
     second.assert_outcomes(passed=4)
-    second.stdout.fnmatch_lines(["*LLM calls: 0, cache hits: *"])
+    second.stdout.fnmatch_lines(["*requests: 0, cache hits: *"])
     report = ReportDocument.load(pytester.path / "report.json")
     assert report.totals.llm_calls == 0 and report.totals.cache_hits > 0
     assert {r.model for r in report.evaluations} == {DEFAULT_MODEL}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval import Checklist, Question, evaluate
+from pytest_bineval import Checklist, Engine, Evaluation, Question, Settings, evaluate
 from pytest_bineval.llm.cache import BinevalCacheWarning
 from pytest_bineval.record import ReportDocument
 from pytest_bineval.reliability import kill_mid_write, stress
@@ -39,20 +39,31 @@ def tree(directory: Path) -> dict[str, Any]:
 
 
 def test_read_only_cache_writes_nothing_healthy(fake: ScriptedModel, cache_dir: Path) -> None:
-    long_reply = json.dumps({"answer": "no", "explanation": "x" * 40000})  # stored by diskcache in a file
-    fake.answers = {"Is check 2 met?": long_reply}
-    first = evaluate("A", CHECKLIST, model=fake.model, cache_dir=str(cache_dir))
-    assert first.usage.llm_calls == 2
+    # A requirements reply of 40 kB is stored by diskcache in a file (verdicts are small: their explanations are
+    # clipped), read back below.
+    fake.rules["requirements"] = lambda req: json.dumps({"requirements": ["Be fluent."], "notes": "x" * 40000})
+    fake.answers = {"Is check 2 met?": "no"}
+
+    def run(output: str, cache: str) -> tuple[Checklist, Evaluation]:
+        engine = Engine(Settings(model=fake.model, cache=cache, cache_dir=str(cache_dir)))
+        try:
+            return engine.checklist("T", ["fluency"]), engine.evaluate(output, CHECKLIST)
+        finally:
+            engine.close()
+
+    generated, first = run("A", "on")
+    assert first.usage.llm_calls == 3  # two answers, the explanation of the no
     before = tree(cache_dir)
-    assert any(name.endswith(".val") for name in before)  # a value in a file, read back below
+    assert any(name.endswith(".val") for name in before)  # a value in a file
     with warnings.catch_warnings():
         warnings.simplefilter("error", BinevalCacheWarning)
-        served = evaluate("A", CHECKLIST, model=fake.model, cache_dir=str(cache_dir), cache="read-only")
-        missed = evaluate("B", CHECKLIST, model=fake.model, cache_dir=str(cache_dir), cache="read-only")
-        again = evaluate("B", CHECKLIST, model=fake.model, cache_dir=str(cache_dir), cache="read-only")
+        (again_generated, served) = run("A", "read-only")
+        _, missed = run("B", "read-only")
+        _, again = run("B", "read-only")
+    assert again_generated == generated  # the file's value, read back
     assert (served.usage.llm_calls, served.usage.cache_hits) == (0, 2)
     assert [v.answer for v in served.verdicts] == [v.answer for v in first.verdicts] == ["yes", "no"]
-    assert missed.usage.llm_calls == again.usage.llm_calls == 2  # misses are computed, never written
+    assert missed.usage.llm_calls == again.usage.llm_calls == 3  # misses are computed, never written
     assert tree(cache_dir) == before
 
 

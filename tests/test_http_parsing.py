@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_bineval.judge import _verdict_fields
+from pytest_bineval.judge import _answer_field
 from pytest_bineval.llm.parsing import MalformedResponse, parse_json_object, reply_parts
 
 
 def verdict_of(text: str) -> str:
     """The answer a judge reply yields through the real parser and validator, or "error"."""
     try:
-        answer, _ = _verdict_fields(parse_json_object(text))
+        answer, _ = _answer_field(parse_json_object(text))
     except ValueError:
         return "error"
     return answer
