@@ -339,7 +339,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"SummEval article 0 ({result['article_chars']} characters), {result['machine']}, load average "
         f"{' / '.join(f'{x:.2f}' for x in result['load_average'])} (before and after each mode)",
         "",
-        "| variant | s / evaluation | LLM calls | cache hits | prompt tokens | completion tokens | no answers | "
+        "| variant | s / evaluation | requests | cache hits | prompt tokens | completion tokens | no answers | "
         "explained | errors |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
