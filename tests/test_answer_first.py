@@ -177,9 +177,28 @@ def test_a_failed_explanation_keeps_the_answer_and_says_why(model: ScriptedModel
     assert no.error is not None and "no explanation" in no.error and "explanations are down" in no.error
     assert "explanations are down" in no.reason()
     assert result.errors == []  # the answer stands: not a judge error
+    # every request is counted, the failed explanation request too
+    assert (result.usage.llm_calls, result.usage.failed_requests) == (4 + 2, 2)  # 4 answers, 2 failed explanations
     model.rules = {}
     again = run(model, cache_dir, "failing")  # not cached: asked again, now explained
     assert again.verdicts[1].explanation and again.usage.llm_calls == 2 + 2
+
+
+def test_a_retried_answer_request_is_counted(fake: ScriptedModel, cache_dir: Path) -> None:
+    """The answer-only request goes through the client's one request path: an unusable reply is retried and both
+    requests are counted (one of them failed)."""
+    seen: list[str] = []
+
+    def answers(req: Any) -> str:
+        seen.append(req.question)
+        if req.question == "Is check 1 met?" and seen.count(req.question) == 1:
+            return "I think so"  # no JSON object: retried
+        return str(ANSWERS[req.question])
+
+    fake.answers = answers
+    result = run(fake, cache_dir, "failing", retries=1)
+    assert [v.answer for v in result.verdicts] == ["yes", "no", "no", "yes"]
+    assert (result.usage.llm_calls, result.usage.failed_requests) == (4 + 1 + 2, 1)  # answers, retry, 2 explanations
 
 
 def test_invalid_explain_mode_is_a_usage_error() -> None:
