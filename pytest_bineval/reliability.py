@@ -24,13 +24,15 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from .faults import Action, FaultServer, Hang, Received, Reply, Reset, completion, error_body
+
+R = TypeVar("R")
 
 Expect = Literal["error", "too_large", "answers"]
 
@@ -607,30 +609,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(matrix_table(rows, args.questions, args.retries, args.timeout))
     failed = any(r.problems for runs in rows for r in runs)
     if args.only is None and args.stress_runs:
-        print("\n## One cache directory, 4 processes\n")
-        print("| run | processes | entries expected | entries found | lost | identical verdicts | requests | "
-              "re-run requests | seconds |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for n in range(args.stress_runs):
-            with tempfile.TemporaryDirectory() as tmp:
-                s = stress(Path(tmp) / "cache")
-            print(f"| {n + 1} | {s.processes} | {s.entries_expected} | {s.entries_found} | {s.lost} | "
+        _table_head("One cache directory, 4 processes", ["run", "processes", "entries expected", "entries found",
+                    "lost", "identical verdicts", "requests", "re-run requests", "seconds"])
+        for n, s in _fresh_cache_runs(args.stress_runs, stress):
+            print(f"| {n} | {s.processes} | {s.entries_expected} | {s.entries_found} | {s.lost} | "
                   f"{'yes' if s.identical_verdicts else 'NO'} | {s.requests} | {s.rerun_requests} | {s.seconds:.1f} |")
             failed |= s.lost != 0 or not s.identical_verdicts or s.rerun_requests != 0
-        print("\n## A writer killed mid-write (SIGKILL)\n")
-        print("| run | entries | integrity check | unreadable entries | writes after | warnings |")
-        print("|---|---|---|---|---|---|")
-        for n in range(args.stress_runs):
-            with tempfile.TemporaryDirectory() as tmp:
-                k = kill_mid_write(Path(tmp) / "cache")
-            print(f"| {n + 1} | {k.entries} | {k.integrity} | {k.unreadable} | {'yes' if k.writes_after else 'NO'} | "
+        _table_head("A writer killed mid-write (SIGKILL)",
+                    ["run", "entries", "integrity check", "unreadable entries", "writes after", "warnings"])
+        for n, k in _fresh_cache_runs(args.stress_runs, kill_mid_write):
+            print(f"| {n} | {k.entries} | {k.integrity} | {k.unreadable} | {'yes' if k.writes_after else 'NO'} | "
                   f"{len(k.warnings)} |")
             failed |= not k.usable
     if args.llama_server:
-        print("\n## llama.cpp's OpenAI-compatible server (python -m llama_cpp.server, the embedded GGUF)\n")
-        print("| run | answers | P(yes) read | requests (failed) | structured output | seconds | "
-              "cached re-run requests | re-run identical |")
-        print("|---|---|---|---|---|---|---|---|")
+        _table_head("llama.cpp's OpenAI-compatible server (python -m llama_cpp.server, the embedded GGUF)",
+                    ["run", "answers", "P(yes) read", "requests (failed)", "structured output", "seconds",
+                     "cached re-run requests", "re-run identical"])
         with tempfile.TemporaryDirectory() as tmp, LlamaServer(Path(tmp) / "server.log") as server:
             for n in range(args.llama_server):
                 r = real_server_run(server.base_url, Path(tmp) / f"cache-{n}")
@@ -641,6 +635,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 failed |= "error" in r.answers or r.rerun_requests != 0 or not r.rerun_identical
     return 1 if failed else 0
 
+
+
+def _table_head(title: str, columns: list[str]) -> None:
+    """A markdown section title and the head of its table."""
+    print(f"\n## {title}\n")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
+def _fresh_cache_runs(count: int, run: Callable[[Path], R]) -> Iterator[tuple[int, R]]:
+    """``(run number, result)`` of ``count`` runs, each on a cache directory of its own, removed after it."""
+    for n in range(count):
+        with tempfile.TemporaryDirectory() as tmp:
+            yield n + 1, run(Path(tmp) / "cache")
 
 if __name__ == "__main__":
     raise SystemExit(main())
