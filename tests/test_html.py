@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_plugin import MANY
 
 from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Usage, Verdict
@@ -309,15 +310,7 @@ def test_a_run_with_a_baseline_shows_its_regressions_in_the_page(pytester: pytes
 
 def test_xdist_controller_writes_one_page_with_every_worker_s_evaluations(pytester: pytest.Pytester) -> None:
     make_project(pytester)
-    pytester.makepyfile(test_more='''
-        import pytest
-        from pytest_bineval import assert_passes
-
-        @pytest.mark.parametrize("i", range(4))
-        @pytest.mark.bineval(task="Summarize the article.")
-        def test_many(i):
-            assert_passes(f"summary {i}", dimension="fluency")
-    ''')
+    pytester.makepyfile(test_more=MANY)
     result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--bineval-html=report.html")
     result.assert_outcomes(passed=5, failed=1)
     assert result.stdout.str().count("bineval html report: report.html") == 1

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hand_written import REAL_CHECKLIST
 
 from pytest_bineval.cli import main
 from pytest_bineval.record import ReportDocument
@@ -297,19 +298,7 @@ def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester
 def test_report_of_the_real_embedded_judge_in_headless_chromium(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """A run against the real embedded judge (a pinned hand-written checklist: no generation)."""
     executable = browser_or_skip()
-    checklist = {
-        "task": "Summarize the article in one sentence.",
-        "dimensions": {"consistency": "The summary states only facts from the article."},
-        "requirements": ["The summary states only facts from the article."],
-        "questions": [
-            {"id": "consistency-1", "dimension": "consistency", "text": "Does the summary name the city mentioned "
-             "in the article?", "no_example": "", "requirement": ""},
-            {"id": "consistency-2", "dimension": "consistency", "text": "Is every number in the summary also in "
-             "the article?", "no_example": "", "requirement": ""},
-        ],
-        "model": "hand-written",
-        "prompt_version": "1",
-    }
+    checklist = {**REAL_CHECKLIST, "questions": REAL_CHECKLIST["questions"][:2]}
     pin = pytester.path / "__bineval__" / "test_real" / "test_real_judge.json"
     pin.parent.mkdir(parents=True)
     pin.write_text(json.dumps({"format": 1, "checklists": [checklist]}))

@@ -67,6 +67,8 @@ def test_engine_against_llama_cpp_server(llama_server: str, tmp_path: Path) -> N
     assert 1 <= refused <= 3
     assert result.usage.failed_requests == refused
     assert result.usage.prompt_tokens > 0 and result.usage.cost_usd is None  # tokens counted, cost unknown
+    # every request to a model litellm has no price for is unpriced, the refused ones included
+    assert result.usage.unpriced_requests == result.usage.llm_calls
 
 
 PROJECT = f'''

@@ -458,18 +458,22 @@ def test_async_variant_in_pytest_asyncio(pytester: pytest.Pytester) -> None:
     pytester.runpytest("-p", "asyncio").assert_outcomes(passed=1)
 
 
+# Four parametrized evaluations that pass: with PASS_AND_FAIL, enough tests for two xdist workers to share.
+MANY = '''
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.parametrize("i", range(4))
+@pytest.mark.bineval(task="Summarize the article.")
+def test_many(i):
+    assert_passes(f"summary {i}", dimension="fluency")
+'''
+
+
 def test_xdist_two_workers_merge_one_summary_and_report(pytester: pytest.Pytester) -> None:
     make_project(pytester, no=(Q.format("consistency", 2),))
     pytester.makepyfile(PASS_AND_FAIL)
-    pytester.makepyfile(test_more='''
-        import pytest
-        from pytest_bineval import assert_passes
-
-        @pytest.mark.parametrize("i", range(4))
-        @pytest.mark.bineval(task="Summarize the article.")
-        def test_many(i):
-            assert_passes(f"summary {i}", dimension="fluency")
-    ''')
+    pytester.makepyfile(test_more=MANY)
     result = pytester.runpytest_subprocess("-n", "2", "--bineval-report=report.json", "-p", "xdist")
     result.assert_outcomes(passed=5, failed=1)
     out = result.stdout.str()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hand_written import REAL_CHECKLIST
 
 from pytest_bineval.models import Evaluation, Verdict
 from pytest_bineval.record import EvaluationRecord, ReportDocument, text_digest
@@ -496,21 +497,6 @@ def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pyte
 
 # ------------------------------------------------------------------------------------------------------------
 # The real embedded judge: a baseline run, then a run where one of two outputs changed.
-REAL_CHECKLIST = {
-    "task": "Summarize the article in one sentence.",
-    "dimensions": {"consistency": "The summary states only facts from the article."},
-    "requirements": ["The summary states only facts from the article."],
-    "questions": [
-        {"id": "consistency-1", "dimension": "consistency", "text": "Does the summary name the city mentioned in "
-         "the article?", "no_example": "", "requirement": ""},
-        {"id": "consistency-2", "dimension": "consistency", "text": "Is every number in the summary also in the "
-         "article?", "no_example": "", "requirement": ""},
-        {"id": "consistency-3", "dimension": "consistency", "text": "Does the summary say when the bridge "
-         "opened?", "no_example": "", "requirement": ""},
-    ],
-    "model": "hand-written",
-    "prompt_version": "1",
-}
 REAL_SUITE = '''
 import pathlib
 import pytest
