@@ -9,48 +9,77 @@ docs/performance.md.
 
     python docs/perf/checklist_generation.py [PRESENCE FREQUENCY]
 """
-import time, json
+
+import json
+import sys
+import time
+
 from pytest_bineval import Engine, Settings
+from pytest_bineval import checklist as C
 from pytest_bineval.engine import run_sync
-from pytest_bineval.llm.providers import embedded_model
 from pytest_bineval.llm import local
+from pytest_bineval.llm.providers import embedded_model
+
 m = embedded_model()
 calls = []
 orig_chat = m.chat
 masks = {"n": 0, "allows": 0}
 orig_mask = local._Grammar.mask
 orig_allows = local._Grammar.allows
+
+
 def mask(self, logits):
     masks["n"] += 1
     return orig_mask(self, logits)
+
+
 def allows(self, t):
     masks["allows"] += 1
     return orig_allows(self, t)
+
+
 local._Grammar.mask = mask
 local._Grammar.allows = allows
 orig_eval = m._eval_prompt
+
+
 def chat(messages, **kw):
     llm = m._load()
     before = llm.input_ids[: llm.n_tokens].tolist()
     toks = m.prompt_tokens(messages)
     reused = 0
-    for a, b in zip(before, toks):
-        if a != b: break
+    for a, b in zip(before, toks, strict=False):
+        if a != b:
+            break
         reused += 1
-    masks["n"] = 0; masks["allows"] = 0
+    masks["n"] = 0
+    masks["allows"] = 0
     t = time.perf_counter()
     out = orig_chat(messages, **kw)
-    calls.append({"prompt": len(toks), "reused": reused, "completion": out[3], "max_tokens": kw["max_tokens"],
-                  "seconds": round(time.perf_counter() - t, 2), "full_masks": masks["n"], "checks": masks["allows"],
-                  "schema": bool(kw.get("schema")), "text": out[0]})
+    calls.append(
+        {
+            "prompt": len(toks),
+            "reused": reused,
+            "completion": out[3],
+            "max_tokens": kw["max_tokens"],
+            "seconds": round(time.perf_counter() - t, 2),
+            "full_masks": masks["n"],
+            "checks": masks["allows"],
+            "schema": bool(kw.get("schema")),
+            "text": out[0],
+        }
+    )
     return out
+
+
 m.chat = chat
-import sys
-from pytest_bineval import checklist as C
-if len(sys.argv) > 2: C.EMBEDDED_LIST_SAMPLING.update(presence_penalty=float(sys.argv[1]), frequency_penalty=float(sys.argv[2]))
+
+if len(sys.argv) > 2:
+    C.EMBEDDED_LIST_SAMPLING.update(presence_penalty=float(sys.argv[1]), frequency_penalty=float(sys.argv[2]))
 e = Engine(Settings(cache="off"))
 t = time.perf_counter()
 cl = run_sync(e.achecklist("Summarize the news article in 2-3 sentences for a busy reader."))
 total = time.perf_counter() - t
-for c in calls: print(json.dumps(c))
+for c in calls:
+    print(json.dumps(c))
 print(f"total {total:.1f}s, questions {len(cl.questions)}, usage {e.usage}")
