@@ -577,3 +577,20 @@ def test_perf_engine_options_come_from_settings(judge: ScriptedModel, data_dir: 
         with pytest.raises(SystemExit):
             main(["perf", option, "x"])
         assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_perf_judges_the_article_asked_for_and_names_a_missing_one(judge: ScriptedModel, data_dir: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    data = data_dir / "summeval" / "summeval.jsonl"
+    assert main(["perf", "--model", judge.model, "--data", str(data), "--article", "1",
+                 "--questions", "1", "--repeats", "1", "--no-cold", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["article"] == 1
+    asked = [str(r.messages) for r in judge.requests]
+    assert asked and all("town 1 opened" in m and "town 0 opened" not in m for m in asked)
+    articles = len(SUMMEVAL_HUMAN)
+    assert main(["perf", "--model", judge.model, "--data", str(data), "--article", str(articles), "--no-cold"]) == 2
+    assert f"no article {articles} (it has articles 0 to {articles - 1})" in capsys.readouterr().err
+    assert main(["perf", "--model", judge.model, "--data", str(data), "--repeats", "99", "--no-cold"]) == 2
+    err = capsys.readouterr().err
+    assert "article 0 has 4 summaries, 100 are needed" in err
