@@ -6,7 +6,6 @@ import json
 import math
 import random
 import statistics
-import time
 from collections.abc import Sequence
 
 import pytest
@@ -181,13 +180,23 @@ def test_bootstrap_undefined_statistics_and_bad_arguments() -> None:
         bootstrap_ci(G1, confidence=1.5)
 
 
-def test_bootstrap_is_fast_for_100_groups() -> None:
+def test_summary_level_bootstrap_computes_each_group_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What keeps 1000 resamples of 100 groups cheap: the per-group statistics are computed once, not per
+    resample (the resamples average rows of that table)."""
+    from pytest_bineval.bench import stats
+
+    calls = []
+    real = stats._group_stats
+
+    def counted(pairs: Sequence[tuple[float, float]]) -> object:
+        calls.append(1)
+        return real(pairs)
+
+    monkeypatch.setattr(stats, "_group_stats", counted)
     groups = _random_groups(100, 16, seed=4)
-    start = time.perf_counter()
-    bootstrap_ci(groups, n_resamples=1000, seed=0)
-    pooled_pairs = [p for group in groups.values() for p in group][:360]
-    bootstrap_ci(pooled_pairs, n_resamples=1000, seed=0)
-    assert time.perf_counter() - start < 10.0
+    interval = bootstrap_ci(groups, n_resamples=1000, seed=0)["spearman"]
+    assert len(calls) == 100
+    assert interval is not None and interval[0] < interval[1]
 
 
 def test_auroc_with_ties() -> None:
