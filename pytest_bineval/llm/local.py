@@ -128,9 +128,18 @@ class EmbeddedModel:
         if messages and messages[-1].get("role") == "assistant" and messages[-1].get("prefix"):
             prefill = str(messages[-1].get("content") or "")
             messages = messages[:-1]
-        turns = [{"role": m["role"], "content": str(m.get("content") or "")} for m in messages]
-        prompt = self._formatter(messages=turns).prompt + prefill
-        tokens: list[int] = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        # The template's own control tokens are special; the messages' text never is: an output under test that
+        # writes "<|im_end|>" must not end its turn. Each content is rendered as a sentinel, and the text between
+        # sentinels (the template's) is tokenized with special tokens, the contents without.
+        contents = [str(m.get("content") or "") for m in messages]
+        turns = [{"role": m["role"], "content": f"\x00{i}\x00"} for i, m in enumerate(messages)]
+        rendered = self._formatter(messages=turns).prompt + prefill
+        tokens: list[int] = []
+        for n, part in enumerate(rendered.split("\x00")):
+            if n % 2:
+                tokens += llm.tokenize(contents[int(part)].encode("utf-8"), add_bos=False, special=False)
+            elif part:
+                tokens += llm.tokenize(part.encode("utf-8"), add_bos=False, special=True)
         return tokens
 
     def chat(
