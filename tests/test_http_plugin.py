@@ -192,6 +192,21 @@ def test_redact_removes_key_shapes_and_env_values(monkeypatch: pytest.MonkeyPatc
     assert redact_obj({"a": ["custom-secret-1 here"]}, ["custom-secret-1"]) == {"a": ["[REDACTED] here"]}
 
 
+
+def test_a_clipped_error_message_keeps_no_part_of_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cause of a failed request is clipped to 300 characters after the secrets are removed, never before:
+    a cut inside a key would leave its first characters where the redaction no longer finds them."""
+    from pytest_bineval.llm.client import _describe
+
+    key = "proxykey-0123456789abcdefghijklmnopqrstuvwxyz"
+    monkeypatch.setenv("MYPROXY_API_KEY", key)
+
+    class AuthenticationError(Exception):
+        pass
+
+    cause = _describe(AuthenticationError("x" * 270 + " invalid key " + key))
+    assert "proxykey" not in cause and "[REDACTED]" in cause
+
 # -- quiet: nothing from litellm on stdout/stderr; unknown cost is "unknown" ---------------------------------------
 
 def _generation(req: Received, index: int) -> Reply:

@@ -15,7 +15,7 @@ import asyncio
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -99,11 +99,12 @@ def encodable_messages(messages: list[dict[str, str]]) -> tuple[list[dict[str, s
     return out, total
 
 
-def _describe(exc: BaseException) -> str:
-    """A one-paragraph cause: the exception's type and message, without a traceback litellm may have put in it."""
+def _describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
+    """A one-paragraph cause: the exception's type and message, without a traceback litellm may have put in it;
+    secrets are removed before the message is clipped (a cut inside a key would hide it from the redaction)."""
     if isinstance(exc, asyncio.TimeoutError):
         return str(exc) or "timed out"
-    message = str(exc).split("\nTraceback (most recent call last)", 1)[0].strip()
+    message = redact(str(exc).split("\nTraceback (most recent call last)", 1)[0].strip(), secrets)
     return f"{type(exc).__name__}: {clip(message, 300)}"
 
 
@@ -321,9 +322,10 @@ class LLMClient:
                 if kind == "too_large":
                     usage.seconds = time.monotonic() - started
                     raise InputTooLargeError(redact(
-                        f"the prompt does not fit in the context window of {model}: {clip(str(exc), 400)}",
+                        f"the prompt does not fit in the context window of {model}: "
+                        f"{clip(redact(str(exc), self._secrets()), 400)}",
                         self._secrets()), usage) from None
-                cause = _describe(exc)
+                cause = _describe(exc, self._secrets())
                 if wait_for < policy.timeout and isinstance(exc, asyncio.TimeoutError):
                     cause += " (cut at the deadline of the evaluation)"
                 if kind == "format" and schema is not None:
