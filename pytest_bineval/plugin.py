@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ CONTEXT = pytest.StashKey[TestContext]()
 OPTIMIZED = pytest.StashKey[list[OptimizeOutcome]]()
 GITHUB = pytest.StashKey[GithubEnv]()
 NOTES = pytest.StashKey[list[str]]()  # problems met after the run, shown in the terminal summary
+UNWRITTEN = pytest.StashKey[set[str]]()  # report options whose file could not be written
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -194,12 +195,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     options = service.options
     if options.report or options.html:
         document = service.report_document(optimized)
+        written: list[tuple[str, str, Callable[[Path], None]]] = []
         if options.report:
-            document.write(service.path(options.report))
+            written.append(("JSON report", options.report, document.write))
         if options.html:
             from .outputs.html import write_html
 
-            write_html(service.path(options.html), document)
+            written.append(("HTML report", options.html, lambda path: write_html(path, document)))
+        for what, option, write in written:
+            path = service.path(option)
+            try:
+                write(path)
+            except OSError as exc:  # the run's results stay on the terminal; the session fails: a file is missing
+                config.stash.setdefault(NOTES, []).append(f"bineval: cannot write the {what} {path}: {exc}")
+                config.stash.setdefault(UNWRITTEN, set()).add(option)
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
     github = config.stash.get(GITHUB, None)
     if github is not None and github.summary_path and (service.records or regressions is not None):
         from .outputs.github import append_summary, step_summary
@@ -236,9 +247,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_sep("=", "bineval summary")
         for text, markup in summary_lines(service.records, service.totals(), service.regressions):
             terminalreporter.write_line(text, **markup)
-        if service.options.report:
+        unwritten = config.stash.get(UNWRITTEN, set())
+        if service.options.report and service.options.report not in unwritten:
             terminalreporter.write_line(f"bineval report: {service.options.report}")
-        if service.options.html:
+        if service.options.html and service.options.html not in unwritten:
             terminalreporter.write_line(f"bineval html report: {service.options.html}")
     if service.options.optimize:
         terminalreporter.write_sep("=", "bineval optimize")

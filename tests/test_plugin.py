@@ -536,3 +536,29 @@ def test_real_embedded_model_through_the_plugin(pytester: pytest.Pytester, tmp_p
     # one answer request per question, one explanation request per "no" (explain=failing)
     assert ev.usage.llm_calls == 2 + sum(v.answer == "no" for v in ev.verdicts)
     assert all(bool(v.explanation) == (v.answer == "no") for v in ev.verdicts)
+
+
+def test_an_unwritable_report_path_is_a_note_and_a_failed_session_not_a_crash(pytester: pytest.Pytester) -> None:
+    """The results stay on the terminal; the files asked for that cannot be written are named, the other is written,
+    and the session fails (an artifact a CI job expects is missing)."""
+    make_project(pytester)
+    pytester.makepyfile(test_a="""
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        def test_good():
+            assert_passes("A fine summary.", dimension="fluency", source="An article.")
+    """)
+    result = pytester.runpytest("--bineval-report=test_a.py/r.json", "--bineval-html=page.html")
+    result.stdout.fnmatch_lines([
+        "*bineval summary*",
+        "*PASS*test_good*",
+        "bineval: cannot write the JSON report *test_a.py*r.json: *",
+        "*1 passed*",
+    ])
+    result.stdout.no_fnmatch_line("bineval report: *")
+    result.stdout.fnmatch_lines(["bineval html report: page.html"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert (pytester.path / "page.html").is_file()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
