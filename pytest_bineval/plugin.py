@@ -195,7 +195,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     options = service.options
     if options.report or options.html:
         document = service.report_document(optimized)
-        written: list[tuple[str, str, Callable[[Path], None]]] = []
+        written: list[tuple[str, str, Callable[[Path], object]]] = []
         if options.report:
             written.append(("JSON report", options.report, document.write))
         if options.html:
