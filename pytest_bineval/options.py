@@ -69,6 +69,12 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
 SPECS: tuple[OptionSpec, ...] = (*SETTING_SPECS, *PLUGIN_SPECS)
 
 
+# A valued option's ini key takes a string everywhere, and in pytest 9's native ``[tool.pytest]`` TOML table also an
+# unquoted number (``bineval_threshold = 0.8``), which a ``"string"`` key rejects there; ``read_options`` parses
+# ``str(value)`` either way. Type unions in ``addini`` arrived in pytest 9.2; before, the key stays a string.
+_VALUE_INI_TYPE: Any = (str | int | float) if pytest.version_tuple >= (9, 2) else "string"
+
+
 def dest(spec: OptionSpec) -> str:
     return "bineval_" + spec.attr
 
@@ -83,7 +89,7 @@ def add_options(parser: pytest.Parser) -> None:
         else:
             group.addoption(f"--bineval-{spec.name}", action="store", type=spec.parse, default=None,
                             dest=dest(spec), metavar=spec.metavar, help=spec.help_with_default())
-            parser.addini(dest(spec), spec.help_with_default(), type="string", default="")
+            parser.addini(dest(spec), spec.help_with_default(), type=_VALUE_INI_TYPE, default="")
 
 
 def read_options(config: pytest.Config) -> Options:
@@ -93,7 +99,10 @@ def read_options(config: pytest.Config) -> Options:
         key = dest(spec)
         value = config.getoption(key)
         if value is None:
-            raw = config.getini(key)
+            try:
+                raw = config.getini(key)
+            except TypeError as exc:  # pytest 9.0/9.1, [tool.pytest]: a number where a string key is registered
+                raise pytest.UsageError(f"{exc} (quote the value: {key} = \"...\")") from None
             if spec.parse is None:
                 value = raw if isinstance(raw, bool) else _flag(str(raw))
             elif str(raw).strip():

@@ -374,3 +374,26 @@ def test_cost_text_is_a_lower_bound_when_some_replies_are_unpriced() -> None:
     total = priced + unpriced + hit
     assert cost_text(total.cost_usd, total.unpriced_requests) == "at least $0.0020 (1 unpriced)"
     assert (total.since(priced).unpriced_requests, cost_text(None, 0)) == (1, "$0.0000")
+
+
+def test_native_toml_table_takes_unquoted_numbers(pytester: pytest.Pytester) -> None:
+    """Bug: every valued ini key was registered as a string, and pytest 9's native ``[tool.pytest]`` table
+    rejects a TOML number for a string key, so ``bineval_threshold = 0.4`` was a crash, not a threshold."""
+    if pytest.version_tuple < (9, 2):
+        pytest.skip("type unions in addini (needed for a number or a string) arrived in pytest 9.2")
+    make_project(pytester, no=(Q.format("fluency", 2),))
+    (pytester.path / "tox.ini").unlink()  # make_project's ini file: the pyproject.toml table below is the config
+    body = '[tool.pytest]\nbineval_model = "pfake/judge"\nasyncio_default_fixture_loop_scope = "function"\n'
+    (pytester.path / "pyproject.toml").write_text(body + "bineval_threshold = 0.4\nbineval_concurrency = 2\n")
+    pytester.makepyfile('''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        def test_half_passes_at_0_4():
+            assert_passes("s", dimension="fluency")
+    ''')
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    (pytester.path / "pyproject.toml").write_text(body + "bineval_threshold = 0.6\n")
+    pytester.runpytest().assert_outcomes(failed=1)
