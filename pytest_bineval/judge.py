@@ -10,7 +10,9 @@ path (``litellm.acompletion`` through :class:`~pytest_bineval.llm.client.LLMClie
 
 - a provider that continues an assistant prefill (the embedded model): the assistant turn is prefilled
   up to the answer value (``{"answer": "``), one decoding step gives the answer and P(yes) (the more
-  probable of the yes and no tokens), and, when wanted, a second request prefilled up to the explanation
+  probable of the yes and no tokens; a token that is neither is an error verdict unless yes and no together
+  hold :data:`~pytest_bineval.llm.parsing.MIN_YES_NO_MASS` of the probability, and so are malformed logprobs),
+  and, when wanted, a second request prefilled up to the explanation
   (``{"answer": "no", "explanation": "Because the response``) decodes it to the closing quote. Both share
   every token up to the answer, so the model's KV cache makes the pair one pass.
 - any other provider: an answer-only JSON request (a few tokens, logprobs asked for P(yes)), then,
@@ -30,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import ArgumentTypeError, CallError, InputTooLargeError
-from .llm.client import LLMClient, p_yes_at
+from .llm.client import LLMClient
+from .llm.parsing import answer_at
 from .models import Checklist, Evaluation, ExplainMode, Question, Usage, Verdict, wants_explanation
 from .prompting import Prompt, delimit, load_follow_up, load_prompt
 
@@ -134,14 +137,12 @@ async def _answer(client: LLMClient, messages: list[dict[str, Any]], shape: Shap
             [*messages, {"role": "assistant", "content": ANSWER_PREFILL, "prefix": True}],
             max_tokens=1, top_logprobs=TOP_LOGPROBS,
         )
-        p_yes = p_yes_at(reply.logprobs[0]) if reply.logprobs else None
-        if p_yes is None:
-            word = reply.text.strip().strip('"').lower()
-            if word not in ("yes", "no"):
-                raise CallError(f"the judge's answer token {reply.text!r} is neither yes nor no "
-                                "(nor are its most probable alternatives)", reply.usage)
-            return _Answer("yes" if word == "yes" else "no", None, reply.text, ""), reply.usage
-        return _Answer("yes" if p_yes > 0.5 else "no", p_yes, reply.text, ""), reply.usage
+        try:
+            answer, p_yes = answer_at(reply.text, reply.logprobs[0] if reply.logprobs else None)
+        except ValueError as exc:  # neither yes nor no, or malformed logprobs: an error verdict, a failed request
+            usage = reply.usage.model_copy(update={"failed_requests": reply.usage.failed_requests + 1})
+            raise CallError(str(exc), usage) from None
+        return _Answer(answer, p_yes, reply.text, ""), reply.usage
     json_reply = await client.uncached().complete_json(
         messages, schema_name="verdict", schema=ANSWER_SCHEMA, validate=_answer_field,
         max_tokens=ANSWER_MAX_TOKENS, want_p_yes=True,

@@ -143,6 +143,93 @@ def test_p_yes_at_sums_the_spellings_of_yes_and_no() -> None:
     assert p_yes_at({"token": "x", "logprob": 0.0, "top_logprobs": [{"token": "x", "logprob": 0.0}]}) is None
 
 
+def _entry(token: str, *alternatives: tuple[Any, Any]) -> dict[str, Any]:
+    """A logprobs entry for ``token`` whose top alternatives are (token, probability) pairs (written as given
+    when the probability is not a float: for malformed entries)."""
+    top = [{"token": t, "logprob": math.log(p) if isinstance(p, float) else p} for t, p in alternatives]
+    return {"token": token, "logprob": top[0]["logprob"] if top else 0.0, "top_logprobs": top}
+
+
+def _scripted_logprobs(monkeypatch: pytest.MonkeyPatch, entries: dict[str, Any]) -> None:
+    """The fake's logprobs at the prefilled answer position: ``entries[token]`` for the token it wrote."""
+    from pytest_bineval import testing
+
+    def logprobs(text: str, skip: int = 0) -> list[Any]:
+        token = text[skip:]
+        return [entries[token]] if token in entries else []
+
+    monkeypatch.setattr(testing, "_fake_logprobs", logprobs)
+
+
+def test_answer_at_reads_a_neither_token_only_above_the_yes_no_floor() -> None:
+    from pytest_bineval.llm.parsing import MIN_YES_NO_MASS, answer_at
+
+    assert MIN_YES_NO_MASS == 0.5
+    # the judge chose "maybe" with yes and no far below it: not a confident yes (0.04 / 0.07 = 0.57)
+    with pytest.raises(ValueError, match=r"neither yes nor no.*'maybe'.*0\.070.*below 0\.5"):
+        answer_at("maybe", _entry("maybe", ("maybe", 0.9), ("yes", 0.04), ("no", 0.03)))
+    # yes and no together outweigh the chosen token: the likelier of the two
+    assert answer_at("The", _entry("The", ("The", 0.3), ("yes", 0.28), ("No", 0.25))) == (
+        "yes", pytest.approx(0.28 / 0.53))
+    # a yes/no token is the answer whatever the mass; P(yes) sums the spellings
+    assert answer_at("yes", _entry("yes", ("yes", 0.2), ("no", 0.15), ("No", 0.1))) == (
+        "no", pytest.approx(0.2 / 0.45))
+    assert answer_at("no", None) == ("no", None)
+    with pytest.raises(ValueError, match="neither yes nor no"):
+        answer_at("maybe", None)
+
+
+MALFORMED = {
+    "non-numeric logprob": _entry("yes", ("yes", "high"), ("no", 0.1)),
+    "missing logprob": {"token": "yes", "logprob": -0.1, "top_logprobs": [{"token": "yes"}, {"token": "no",
+                                                                                           "logprob": -2.3}]},
+    "missing token": _entry("yes", (None, 0.1), ("no", 0.2)),
+    "nan logprob": _entry("yes", ("yes", math.nan), ("no", 0.1)),
+    "positive logprob": _entry("yes", ("yes", 5.0), ("no", 0.1)),  # log(5): a probability above 1
+    "top_logprobs not a list": {"token": "yes", "logprob": -0.1, "top_logprobs": 5},
+    "entry not an object": "yes",
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_answer_logprobs_are_an_error_verdict(fake: ScriptedModel, cache_dir: Path,
+                                                        monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """Never an uncaught exception, never a yes/no guessed from what could be read: an error verdict that says
+    why, and a failed request in the usage."""
+    fake.prefill = True
+    fake.register()
+    fake.answers = {"Is check 1 met?": "yes"}
+    _scripted_logprobs(monkeypatch, {"yes": MALFORMED[case]})
+    result = evaluate(SUMMARY, CHECKLIST.model_copy(update={"questions": CHECKLIST.questions[:1]}), ARTICLE,
+                      model=fake.model, cache_dir=str(cache_dir), explain="none", retries=0)
+    (verdict,) = result.verdicts
+    assert verdict.answer == "error" and verdict.p_yes is None
+    assert verdict.error is not None and "malformed logprobs" in verdict.error
+    assert (result.usage.llm_calls, result.usage.failed_requests) == (1, 1)
+
+
+def test_prefill_answer_neither_yes_nor_no_below_the_floor_is_an_error_verdict(
+        fake: ScriptedModel, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake.prefill = True
+    fake.register()
+    fake.answers = {"Is check 1 met?": "maybe", "Is check 2 met?": "The"}
+    _scripted_logprobs(monkeypatch, {
+        "maybe": _entry("maybe", ("maybe", 0.9), ("yes", 0.04), ("no", 0.03)),
+        "The": _entry("The", ("The", 0.3), ("yes", 0.28), ("No", 0.25))})
+    result = evaluate(SUMMARY, CHECKLIST.model_copy(update={"questions": CHECKLIST.questions[:2]}), ARTICLE,
+                      model=fake.model, cache_dir=str(cache_dir), explain="none", retries=0)
+    below, above = result.verdicts
+    assert below.answer == "error" and below.p_yes is None
+    assert below.error is not None and "neither yes nor no" in below.error and "'maybe'" in below.error
+    assert (above.answer, above.p_yes) == ("yes", pytest.approx(0.28 / 0.53))
+    assert result.errors == [below]
+    # both requests counted, the one without a usable answer as failed
+    assert (result.usage.llm_calls, result.usage.failed_requests) == (2, 1)
+    again = evaluate(SUMMARY, CHECKLIST.model_copy(update={"questions": CHECKLIST.questions[:2]}), ARTICLE,
+                     model=fake.model, cache_dir=str(cache_dir), explain="none", retries=0)
+    assert again.verdicts[0].answer == "error" and again.usage.cache_hits == 1  # the error verdict is not cached
+
+
 def test_cache_keys_differ_by_explain_mode(model: ScriptedModel, cache_dir: Path) -> None:
     client = LLMClient(ModelSettings(model=model.model), None)
     messages = judge_messages(TASK, ARTICLE, SUMMARY, CHECKLIST.questions[0])
@@ -272,6 +359,20 @@ def test_failure_message_explains_every_failing_question(pytester: pytest.Pytest
     else:
         result.stdout.fnmatch_lines(["*[[]consistency[]] Is check 1 met?", "*-> no: scripted no for: Is check 1 met?",
                                      "*[[]consistency[]] Is check 2 met?", "*-> no: scripted no for: Is check 2 met?"])
+
+
+def test_a_judge_that_answers_neither_yes_nor_no_errors_the_test(pytester: pytest.Pytester,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error verdict reaches the test as an error (it could not be scored), never a pass."""
+    _scripted_logprobs(monkeypatch, {"maybe": _entry("maybe", ("maybe", 0.9), ("yes", 0.04), ("no", 0.03))})
+    pytester.makeconftest(CONFTEST.replace('ScriptedModel(provider="efake",', 'ScriptedModel(provider="efake", '
+                                           'prefill=True,').replace('"Is check 1 met?": "yes"',
+                                                                    '"Is check 1 met?": "maybe"'))
+    pytester.makeini("[pytest]\nbineval_model = efake/judge\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_e=TEST_FILE.replace("threshold=0.5", "threshold=0.0"))
+    result = pytester.runpytest("--bineval-cache=off", "--bineval-explain=none", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*neither yes nor no*'maybe'*"])
 
 
 def test_bad_explain_option_is_an_argparse_error(pytester: pytest.Pytester) -> None:

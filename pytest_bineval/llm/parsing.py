@@ -7,7 +7,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 
 class MalformedResponse(ValueError):
@@ -152,20 +152,90 @@ def p_yes_from_logprobs(logprobs: Any) -> float | None:
     return None
 
 
+# When the token a judge chose at the answer position reads neither yes nor no, its answer is read from the
+# alternatives only if yes and no together hold at least this share of the probability there: then answering yes
+# or no is, as a whole, likelier than anything else the judge could write. Below it the judge meant another word;
+# renormalising its small yes/no mass would turn that into a confident verdict, so it is an error instead.
+MIN_YES_NO_MASS = 0.5
+
+
+class MalformedLogprobs(ValueError):
+    """A logprobs entry without the fields of OpenAI's format (a token string, a numeric log-probability <= 0)."""
+
+
+def _logprob(alt: Any) -> tuple[str, float]:
+    """(token, logprob) of one OpenAI-style logprobs entry; :class:`MalformedLogprobs` when it has not that shape."""
+    token, lp = get(alt, "token"), get(alt, "logprob")
+    if not isinstance(token, str):
+        raise MalformedLogprobs(f"malformed logprobs: an entry's token is {clip(repr(token), 80)}, not a string")
+    if isinstance(lp, bool) or not isinstance(lp, (int, float)):
+        raise MalformedLogprobs(f"malformed logprobs: the logprob of {clip(repr(token), 40)} is "
+                                f"{clip(repr(lp), 80)}, not a number")
+    if math.isnan(lp) or lp > 1e-6:  # a probability above 1 (rounding may give a tiny positive value)
+        raise MalformedLogprobs(f"malformed logprobs: the logprob of {clip(repr(token), 40)} is {lp!r}")
+    return token, min(float(lp), 0.0)
+
+
+def reads_as(token: str) -> Literal["yes", "no"] | None:
+    """Which answer a token reads as (any case, any leading space or quote; a prefix of two letters or more,
+    or the whole word), None for any other token."""
+    word = token.strip().strip('"').lower()
+    for key in ("yes", "no"):
+        if word and key.startswith(word) and (len(word) >= 2 or key == "no" == word):
+            return key
+    return None
+
+
+def yes_no_mass(entry: Any) -> tuple[float, float]:
+    """(P(yes), P(no)) at one generated position (an OpenAI-style logprobs entry): the summed probabilities of its
+    top alternatives (the entry itself when it lists none) that read ``yes`` / ``no``. Raises
+    :class:`MalformedLogprobs` when the entry or an alternative has not the fields of OpenAI's format."""
+    if entry is None or isinstance(entry, (str, bytes, int, float)):
+        raise MalformedLogprobs(f"malformed logprobs: the entry is {clip(repr(entry), 80)}")
+    _logprob(entry)
+    alternatives = get(entry, "top_logprobs")
+    if alternatives is None or (isinstance(alternatives, (list, tuple)) and not alternatives):
+        alternatives = [entry]
+    if not isinstance(alternatives, (list, tuple)):
+        raise MalformedLogprobs(f"malformed logprobs: top_logprobs is a {type(alternatives).__name__}, not a list")
+    mass = {"yes": 0.0, "no": 0.0}
+    for alt in alternatives:
+        token, lp = _logprob(alt)
+        key = reads_as(token)
+        if key is not None:
+            mass[key] += math.exp(lp)
+    return mass["yes"], mass["no"]
+
+
 def p_yes_at(entry: Any) -> float | None:
     """P(yes) at one generated position (an OpenAI-style logprobs entry): the probabilities of its top
     alternatives that read ``yes`` / ``no`` (any case, any leading space or quote), normalised over the two.
-    None when no alternative reads either."""
-    mass = {"yes": 0.0, "no": 0.0}
-    alternatives = get(entry, "top_logprobs") or [entry]
-    for alt in alternatives:
-        word = str(get(alt, "token") or "").strip().strip('"').lower()
-        lp = get(alt, "logprob")
-        if lp is None:
-            continue
-        for key in mass:
-            if word and key.startswith(word) and (len(word) >= 2 or key == "no" == word):
-                mass[key] += math.exp(float(lp))
-                break
-    total = mass["yes"] + mass["no"]
-    return None if total == 0 else mass["yes"] / total
+    None when no alternative reads either; :class:`MalformedLogprobs` when the entry is malformed."""
+    yes, no = yes_no_mass(entry)
+    total = yes + no
+    return None if total == 0 else yes / total
+
+
+def answer_at(token: str, entry: Any) -> tuple[Literal["yes", "no"], float | None]:
+    """The answer and P(yes) of a judge whose answer is the one ``token`` it generated after a prefill, with that
+    position's logprobs ``entry`` (None: the provider gave none).
+
+    A token that reads yes or no is the answer (P(yes) from the alternatives, the likelier of the two when they
+    disagree with the token's spelling alone). A token that reads neither is answered from the alternatives only
+    when yes and no together hold at least :data:`MIN_YES_NO_MASS`. Raises ValueError (saying the judge answered
+    neither yes nor no) otherwise, and :class:`MalformedLogprobs` for a malformed entry: never a guess."""
+    chosen = reads_as(token)
+    if entry is None:
+        if chosen is None:
+            raise ValueError(f"the judge answered neither yes nor no: its answer token is {clip(repr(token), 80)} "
+                             "(and the provider gave no logprobs)")
+        return chosen, None
+    yes, no = yes_no_mass(entry)
+    total = yes + no
+    if chosen is not None and total == 0:  # alternatives that list neither yes nor no: the token's answer alone
+        return chosen, None
+    if total < MIN_YES_NO_MASS and chosen is None:
+        raise ValueError(f"the judge answered neither yes nor no: its answer token is {clip(repr(token), 80)} and "
+                         f"yes and no together have probability {total:.3f} there (below {MIN_YES_NO_MASS})")
+    p_yes = yes / total
+    return ("yes" if p_yes > 0.5 else "no"), p_yes
