@@ -229,27 +229,44 @@ async def judge(
     """Answer every question of ``checklist`` about ``output``; judge failures become error verdicts.
 
     An empty output is judged like any other (each question is still asked; a sound judge says no).
+    Output and source too large for the judge's context raise :class:`InputTooLargeError` once every question
+    already being asked has finished (none is left running; none not yet asked is asked), with the usage of
+    every request made (the failed ones too).
     """
     check_output(output, source)
     semaphore = asyncio.Semaphore(max(1, concurrency))
+    stop = asyncio.Event()  # set by a question that raised: the questions not asked yet are not asked
 
-    async def ask(q: Question) -> tuple[Verdict, Usage]:
+    async def ask(q: Question) -> tuple[Verdict, Usage] | None:
         async with semaphore:
+            if stop.is_set():
+                return None
             messages = judge_messages(checklist.task, source, output, q, question_first=question_first,
                                       prompt=prompt)
-            return await judge_question(client, messages, q, explain)
+            try:
+                return await judge_question(client, messages, q, explain)
+            except Exception:
+                stop.set()
+                raise
 
     loop = asyncio.get_running_loop()
     started = loop.time()
-    try:
-        results = await asyncio.gather(*(ask(q) for q in checklist.questions))
-    except InputTooLargeError as exc:
+    # return_exceptions: gather waits for every question (a plain gather would return at the first exception and
+    # leave the others running, their requests uncounted); a cancellation of judge() still cancels them all.
+    outcomes = await asyncio.gather(*(ask(q) for q in checklist.questions), return_exceptions=True)
+    results = [o for o in outcomes if isinstance(o, tuple)]
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    usage = Usage.total([*(u for _, u in results), *(_usage_of(e) for e in failures)])
+    usage.seconds = loop.time() - started
+    if failures:
+        exc = next((e for e in failures if isinstance(e, InputTooLargeError)), failures[0])
+        if not isinstance(exc, InputTooLargeError):
+            raise exc
         sizes = f"output: {len(output)} characters"
         if source is not None:
             sizes += f", source: {len(source)} characters"
-        raise InputTooLargeError(f"{exc} ({sizes}); shorten them or use a model with a larger context") from exc
-    usage = Usage.total(u for _, u in results)
-    usage.seconds = loop.time() - started
+        raise InputTooLargeError(f"{exc} ({sizes}); shorten them or use a model with a larger context",
+                                 usage) from exc
     return Evaluation(
         task=checklist.task,
         model=client.model,
@@ -257,3 +274,9 @@ async def judge(
         verdicts=[v for v, _ in results],
         usage=usage,
     )
+
+
+def _usage_of(exc: BaseException) -> Usage:
+    """What the requests of a question that raised had spent (an :class:`InputTooLargeError` says)."""
+    usage = getattr(exc, "usage", None)
+    return usage if isinstance(usage, Usage) else Usage()

@@ -338,8 +338,47 @@ def test_context_window_exceeded_is_input_too_large(fake: ScriptedModel, cache_d
         llm_provider=fake.provider)
     with pytest.raises(InputTooLargeError, match=r"context window of fake\d+/judge.*9000 tokens.*8192"):
         evaluate(SUMMARY * 100, make_checklist(2), ARTICLE, **opts(fake, cache_dir))
-    # not retried (retrying cannot help); the other question may be cancelled before it is sent
+    # not retried (retrying cannot help); the other question is asked only if it was started before the error
     assert 1 <= fake.calls_of("verdict") <= 2
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("concurrency", [1, 8])
+async def test_input_too_large_on_one_question_leaves_no_question_running_and_counts_every_request(
+        fake: ScriptedModel, cache_dir: Path, concurrency: int) -> None:
+    """One question too large among several: the error is raised once the questions in flight have finished
+    (no task left behind, none asked after the error), and its usage, like the engine's total, counts every
+    request that was made, the failed one and the answered ones alike."""
+    import asyncio
+
+    from pytest_bineval.llm.client import import_litellm
+
+    litellm = import_litellm()
+    checklist = make_checklist(4, ("consistency",))
+    too_large = checklist.questions[1].text
+
+    def answers(req: Request) -> Any:
+        if req.question == too_large:
+            return litellm.ContextWindowExceededError(message="prompt of 9000 tokens exceeds the context of 8192",
+                                                      model="judge", llm_provider=fake.provider)
+        return 0.2  # the other questions are still being answered when the error comes
+
+    fake.answers = answers
+    engine = Engine(Settings(**opts(fake, cache_dir, cache="off", concurrency=concurrency, explain="none")))
+    try:
+        with pytest.raises(InputTooLargeError, match="9000 tokens") as info:
+            await engine.aevaluate(SUMMARY, checklist, ARTICLE)
+    finally:
+        engine.close()
+    running = [t for t in asyncio.all_tasks() if "judge.<locals>.ask" in t.get_coro().__qualname__]
+    assert running == [] and fake._in_flight == 0
+    asked = [r.question for r in fake.requests]
+    # one question at a time: the questions after the one too large are not asked; else all four were in flight
+    assert asked == [q.text for q in checklist.questions[: 2 if concurrency == 1 else 4]]
+    usage = info.value.usage
+    assert (usage.llm_calls, usage.failed_requests) == (len(asked), 1)
+    assert usage.completion_tokens == 2 * (len(asked) - 1)  # the answered questions' replies, {"answer": "yes"}
+    assert (engine.usage.llm_calls, engine.usage.failed_requests) == (len(asked), 1)
 
 
 def test_empty_output_is_still_asked_every_question(fake: ScriptedModel, cache_dir: Path) -> None:
