@@ -9,14 +9,22 @@ no test uses any more is removed when its last user is re-pinned.
 Writers take an exclusive lock on the pin directory and re-read the file before writing, so
 pytest-xdist workers that pin into one file never lose each other's updates; files are replaced
 atomically, so a reader never sees half a file.
+
+One run pins one checklist per entry (:func:`pin_in_run`): the first test of the run to pin an entry writes the
+checklist it was judged with; every later test of the run that pins the same entry, in any pytest-xdist worker
+(whose own checklist of the task may differ: workers generate independently), adopts the pinned checklist and is
+judged with it, so every test listed under an entry was judged with exactly that checklist. Which entries the run
+has written is kept in marker files in the temporary directory (see :func:`pin_in_run`), not in the pin files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -115,6 +123,12 @@ class PinFile:
                 stale = True
         return None, stale
 
+    def entry_of(self, checklist: Checklist) -> PinEntry | None:
+        """The entry for ``checklist``'s task (question, strategy) and dimensions, if the file has one."""
+        wanted, dims = _identity(checklist), _dims_key(checklist.dimensions)
+        return next((e for e in self.entries
+                     if _identity(e.checklist) == wanted and _dims_key(e.checklist.dimensions) == dims), None)
+
     def _put(self, checklist: Checklist, test: str) -> bool:
         """Pin ``checklist`` for ``test``; True when the file's content changed."""
         wanted, dims = _identity(checklist), _dims_key(checklist.dimensions)
@@ -206,3 +220,66 @@ def pin(path: Path, checklist: Checklist, test: str) -> bool:
         if changed:
             pins._write()
     return changed
+
+
+# Markers of the entries written recently: one small file per entry (named by a digest of the pin file's absolute
+# path, the entry's identity and dimensions) holding the time it was written; older than a day, they are removed.
+_MARKER_TTL = 24 * 3600
+
+
+def _marker_dir() -> Path:
+    user = str(os.getuid()) if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    return Path(tempfile.gettempdir()) / f"pytest-bineval-{user}" / "pinned"
+
+
+def _marker(path: Path, checklist: Checklist) -> Path:
+    digest = hashlib.sha256(entry_id(path.resolve(), checklist).encode("utf-8", "surrogatepass")).hexdigest()
+    return _marker_dir() / digest
+
+
+def _written_since(marker: Path, since_ns: int) -> bool:
+    try:
+        return int(marker.read_text(encoding="ascii")) >= since_ns
+    except (OSError, ValueError):  # no marker (or an unreadable one): not written in this run
+        return False
+
+
+def _mark(marker: Path) -> None:
+    """Record that the entry was written now (best effort: without a marker, a later test re-pins as before)."""
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        new = not marker.exists()
+        marker.write_text(str(time.time_ns()), encoding="ascii")
+        if not new:
+            return
+        old = time.time() - _MARKER_TTL  # a new entry: clear the markers no run needs any more
+        for other in marker.parent.iterdir():
+            with contextlib.suppress(OSError):
+                if other.stat().st_mtime < old:
+                    other.unlink()
+    except OSError:
+        pass
+
+
+def pin_in_run(path: Path, checklist: Checklist, test: str, *, since_ns: int) -> tuple[Checklist, bool]:
+    """Pin ``checklist`` for ``test``, unless the entry for its task and dimensions was written in this run: then
+    list ``test`` under that entry and return its checklist, the one to judge ``test`` with (an adopted checklist).
+    Returns (the pinned checklist, whether the file changed).
+
+    "In this run": written at or after ``since_ns`` (``time.time_ns()``), the instant this process's session
+    started. pytest-xdist starts every worker's session before any worker runs a test (the controller waits for
+    every worker's collection), so what one worker pins, the others count as this run's; what an earlier run
+    pinned is rewritten. (Two update runs at once on one project share their pins the same way. A worker that
+    pytest-xdist restarts after a crash starts later: it rewrites the entries it pins.) The check and the write
+    happen under the pin directory's lock, so two workers never both write an entry."""
+    marker = _marker(path, checklist)
+    with _locked(path.parent):
+        pins = PinFile.read(path)
+        existing = pins.entry_of(checklist)
+        if existing is not None and _written_since(marker, since_ns):
+            checklist = existing.checklist
+        changed = pins._put(checklist, test)
+        if changed:
+            pins._write()
+        _mark(marker)
+    return checklist, changed

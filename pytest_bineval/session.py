@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextvars
 import json
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from .engine import Engine, run_sync
 from .errors import PinError, UsageError
 from .markers import MarkerArgs
 from .models import Checklist, Evaluation, ScoreKind, Usage
-from .pins import PinFile, entry_id, pin
+from .pins import PinFile, entry_id, pin_in_run
 from .qworld import DEFAULT_TASK, qworld_dimensions
 from .record import (
     ChecklistStatus,
@@ -102,6 +103,8 @@ class BinevalService:
     regressions: RegressionReport | None = None  # this run vs the baseline, made by compare()
     failed_tests: set[str] = field(default_factory=set)  # ids of the tests whose call failed (or errored)
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
+    # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
+    started_ns: int = field(default_factory=time.time_ns)
 
     @classmethod
     def create(cls, options: Options, rootpath: Path) -> BinevalService:
@@ -160,10 +163,14 @@ class BinevalService:
         return self.engine.evaluate(output, checklist.select(dimensions), source, model=model)
 
     # -- used by assert_passes ---------------------------------------------------------------------------
+    def _memo_key(self, task: str, dims: dict[str, str], strategy: str,
+                  question: str | None) -> tuple[Any, ...]:
+        return (task.strip(), tuple(sorted(dims.items())), self.engine.settings.generator_model, strategy,
+                None if question is None else question.strip())
+
     async def _agenerate(self, task: str, dims: dict[str, str], strategy: str = "bineval",
                          question: str | None = None) -> Checklist:
-        key = (task.strip(), tuple(sorted(dims.items())), self.engine.settings.generator_model, strategy,
-               None if question is None else question.strip())
+        key = self._memo_key(task, dims, strategy, question)
         if key not in self._memo:
             self._memo[key] = await self.engine.achecklist(task, dims, strategy=strategy, question=question)
         return self._memo[key]
@@ -190,8 +197,12 @@ class BinevalService:
             )
         checklist = await self._agenerate(task, dims, strategy, question)
         if update:
-            if pin(ctx.pin_path, checklist, ctx.test_name):
+            # another test of this run (another xdist worker) may have pinned this task already, with a checklist
+            # of its own: this test is judged with the pinned one, and so are this process's next tests
+            checklist, changed = pin_in_run(ctx.pin_path, checklist, ctx.test_name, since_ns=self.started_ns)
+            if changed:
                 self.pins_written.append(entry_id(ctx.pin_path, checklist))  # one per checklist, not per file
+            self._memo[self._memo_key(task, dims, strategy, question)] = checklist
             return checklist, "written"
         return checklist, "stale" if stale else "unpinned"
 

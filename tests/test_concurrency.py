@@ -1,0 +1,113 @@
+"""pytest-bineval under concurrency, through pytester and the real terminal output: pytest-xdist workers pinning
+the checklist of one task, and ``assert_passes`` called from threads a test starts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_bineval.record import ReportDocument
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _litellm_imported_once() -> None:
+    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
+    from pytest_bineval.llm.client import import_litellm
+
+    import_litellm()
+
+
+# A checklist writer that writes new questions at every call (a name of its process and a counter in each
+# question's text), so that two workers, or two generations in one worker, never write the same checklist; the
+# judge says "no" to the questions that contain a text listed in NO.
+CONFTEST = '''
+import itertools, json, uuid
+from pytest_bineval.testing import ScriptedModel
+
+WRITER = uuid.uuid4().hex[:8]  # this process (this run, in-process)
+CALLS = itertools.count(1)
+NO = {no!r}
+
+def questions(req):
+    n = next(CALLS)
+    return json.dumps({{"questions": [
+        {{"requirement": f"{{req.dimension}} requirement {{i}}",
+          "question": f"Does the response meet {{req.dimension}} check {{i}} (writer {{WRITER}}, call {{n}})?",
+          "no_example": "A response that fails."}}
+        for i in (1, 2)
+    ]}})
+
+def answer(req):
+    return "no" if any(part in req.question for part in NO) else "yes"
+
+FAKE = ScriptedModel(provider="cfake", answers=answer, rules={{"questions": questions}}).register()
+'''
+INI = """
+[pytest]
+bineval_model = cfake/judge
+asyncio_default_fixture_loop_scope = function
+"""
+
+
+def project(pytester: pytest.Pytester, *, no: tuple[str, ...] = ()) -> None:
+    pytester.makeconftest(CONFTEST.format(no=set(no)))
+    pytester.makeini(INI)
+
+
+def report_of(pytester: pytest.Pytester) -> ReportDocument:
+    return ReportDocument.load(pytester.path / "report.json")
+
+
+# -- pytest-xdist workers pinning one task's checklist -------------------------------------------------------------
+SHARED_TASK = '''
+import time
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.parametrize("i", range(8))
+@pytest.mark.bineval(task="Summarize the article.")
+def test_case(i):
+    time.sleep(0.05)  # both workers run some of the cases
+    assert_passes(f"summary {i}", dimension="fluency")
+'''
+
+
+def test_xdist_workers_judge_every_test_of_a_pin_with_the_pinned_checklist(pytester: pytest.Pytester) -> None:
+    """Bug: each worker wrote its own checklist of the task and the last write won, listing every test under it,
+    so the tests of the other worker had been judged with questions the pin does not have."""
+    project(pytester)
+    pytester.makepyfile(test_shared=SHARED_TASK)
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--bineval-update-checklists",
+                                           "--bineval-cache=off", "--bineval-report=report.json")
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(["pinned checklists written: 1"])
+    report = report_of(pytester)
+    evaluations = report.evaluations
+    assert len(evaluations) == 8
+    assert report.totals.llm_calls == 8 * 2 + 2 * 2  # both workers wrote a checklist (2 requests each)
+    data = json.loads((pytester.path / "__bineval__" / "test_shared" / "test_case.json").read_text())
+    (pinned,) = data["checklists"]
+    assert pinned["tests"] == [f"test_case[{i}]" for i in range(8)]
+    pinned_questions = [q["text"] for q in pinned["questions"]]
+    for e in evaluations:
+        assert [q.text for q in e.questions] == pinned_questions, e.test
+        assert [v.question for v in e.verdicts] == pinned_questions, e.test
+    # the pin is used as written: --bineval-strict passes without writing any checklist
+    pytester.runpytest("--bineval-strict", "--bineval-cache=off").assert_outcomes(passed=8)
+
+
+def test_a_later_update_run_rewrites_the_pin_it_does_not_adopt_it(pytester: pytest.Pytester) -> None:
+    """What a run pinned is adopted by that run only: the next --bineval-update-checklists run writes its own."""
+    project(pytester)
+    pytester.makepyfile(test_shared=SHARED_TASK.replace("range(8)", "range(2)"))
+    pin = pytester.path / "__bineval__" / "test_shared" / "test_case.json"
+    pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off").assert_outcomes(passed=2)
+    first = json.loads(pin.read_text())["checklists"]
+    pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off").assert_outcomes(passed=2)
+    second = json.loads(pin.read_text())["checklists"]
+    assert len(first) == len(second) == 1
+    assert first[0]["questions"] != second[0]["questions"]
+    assert first[0]["tests"] == second[0]["tests"] == ["test_case[0]", "test_case[1]"]
