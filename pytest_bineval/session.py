@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextvars
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -75,17 +76,64 @@ class TestContext:
 _current: contextvars.ContextVar[TestContext | None] = contextvars.ContextVar("bineval_test", default=None)
 
 
-def set_current(ctx: TestContext | None) -> contextvars.Token[TestContext | None]:
-    return _current.set(ctx)
+@dataclass(frozen=True)
+class _Running:
+    ctx: TestContext
+    thread: threading.Thread  # the thread that runs the test
+    before: frozenset[threading.Thread]  # the threads alive when the test started
 
 
-def reset_current(token: contextvars.Token[TestContext | None]) -> None:
-    _current.reset(token)
+# The ContextVar's fallback for threads: a new thread does not inherit the context of the thread that starts it,
+# so in a thread the test starts (a ThreadPoolExecutor's) the ContextVar is unset. pytest runs one test at a time
+# in a process, so the running test is also kept here: set and cleared by set_current/reset_current only.
+_running: _Running | None = None
+
+
+@dataclass(frozen=True)
+class ContextToken:
+    """What :func:`reset_current` restores: the ContextVar's token and the previous fallback (a pytester run in a
+    test sets and resets its own tests around the outer test's)."""
+
+    var: contextvars.Token[TestContext | None]
+    running: _Running | None
+
+
+def set_current(ctx: TestContext | None) -> ContextToken:
+    global _running
+    token = ContextToken(_current.set(ctx), _running)
+    _running = None if ctx is None else _Running(ctx, threading.current_thread(), frozenset(threading.enumerate()))
+    return token
+
+
+def reset_current(token: ContextToken) -> None:
+    global _running
+    _current.reset(token.var)
+    _running = token.running
 
 
 def current() -> TestContext | None:
-    """The running test's context, or None outside a pytest run with the plugin."""
-    return _current.get()
+    """The running test's context, or None outside a pytest run with the plugin (or outside a test).
+
+    The ContextVar comes first (asyncio tasks and ``contextvars.copy_context().run`` carry it). A thread without it
+    gets the test running in this process if the thread started during that test; a thread that was alive before
+    that test started (a thread of an earlier test that outlived it, or a pool shared by tests) cannot be told
+    apart from one working for the running test: a :class:`UsageError` says so, never a silent attribution to
+    the running test. When no test is running (between tests), a thread gets None: its evaluation belongs to no
+    test, as outside pytest."""
+    ctx = _current.get()
+    if ctx is not None:
+        return ctx
+    running = _running
+    thread = threading.current_thread()
+    if running is None or thread is running.thread:
+        return None
+    if thread in running.before:
+        raise UsageError(
+            f"assert_passes ran in a thread started before the running test ({running.ctx.nodeid}) began, so "
+            "pytest-bineval cannot tell which test it evaluates for (a thread of an earlier test, or a pool shared "
+            "by tests). Start the thread in the test, or pass the test's context to it: "
+            "pool.submit(contextvars.copy_context().run, assert_passes, ...)")
+    return running.ctx
 
 
 @dataclass
@@ -105,6 +153,7 @@ class BinevalService:
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
     # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
     started_ns: int = field(default_factory=time.time_ns)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # records (threads)
 
     @classmethod
     def create(cls, options: Options, rootpath: Path) -> BinevalService:
@@ -210,14 +259,15 @@ class BinevalService:
                status: ChecklistStatus, output: str, source: str | None,
                location: Location | None, *, score_kind: ScoreKind = "share") -> EvaluationRecord:
         """Keep the evaluation's record (for the summary, the report, xdist and the hook) and return it."""
-        rec = EvaluationRecord.build(
-            test=ctx.nodeid, index=len(ctx.records), evaluation=evaluation, thresholds=thresholds,
-            questions=checklist.questions, checklist_status=status, checklist_model=checklist.model,
-            prompt_version=checklist.prompt_version, output=output, source=source, prompt=ctx.marker.prompt,
-            location=location, gate=self.options.gate, score_kind=score_kind, strategy=checklist.strategy,
-        )
-        ctx.records.append(rec)
-        self.records.append(rec)
+        with self._lock:  # one index per evaluation, also when the test's threads evaluate at once
+            rec = EvaluationRecord.build(
+                test=ctx.nodeid, index=len(ctx.records), evaluation=evaluation, thresholds=thresholds,
+                questions=checklist.questions, checklist_status=status, checklist_model=checklist.model,
+                prompt_version=checklist.prompt_version, output=output, source=source, prompt=ctx.marker.prompt,
+                location=location, gate=self.options.gate, score_kind=score_kind, strategy=checklist.strategy,
+            )
+            ctx.records.append(rec)
+            self.records.append(rec)
         if self.on_record is not None:
             self.on_record(rec)
         return rec

@@ -111,3 +111,63 @@ def test_a_later_update_run_rewrites_the_pin_it_does_not_adopt_it(pytester: pyte
     assert len(first) == len(second) == 1
     assert first[0]["questions"] != second[0]["questions"]
     assert first[0]["tests"] == second[0]["tests"] == ["test_case[0]", "test_case[1]"]
+
+
+# -- assert_passes in threads the test starts ------------------------------------------------------------------
+THREADS = '''
+import concurrent.futures, contextvars
+import pytest
+from pytest_bineval import UsageError, assert_passes
+
+POOL = {}
+
+@pytest.mark.bineval(task="Summarize the article.", threshold=0.5)
+def test_threaded():
+    def judge(i):
+        return assert_passes(f"summary {i}", dimension="consistency")
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        scores = [ev.scores["consistency"] for ev in pool.map(judge, range(2))]
+    assert scores == [0.5, 0.5]  # below the default threshold (0.8), not below the marker's
+
+def test_pool_outlives_its_test():
+    POOL["pool"] = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    POOL["pool"].submit(lambda: None).result()  # its thread starts in this test and lives on
+
+@pytest.mark.bineval(task="Summarize the article.", threshold=0.5)
+def test_thread_of_an_earlier_test():
+    pool = POOL.pop("pool")
+    with pytest.raises(UsageError, match="started before the running test"):
+        pool.submit(assert_passes, "late summary", dimension="consistency").result()
+    # given the test's context, the same thread evaluates for this test
+    run = contextvars.copy_context().run
+    pool.submit(run, assert_passes, "copied summary", dimension="consistency").result()
+    pool.shutdown()
+'''
+
+
+def test_assert_passes_in_a_thread_of_the_test_has_its_context(pytester: pytest.Pytester) -> None:
+    """Bug: the test's context lived in a ContextVar only, which a new thread does not inherit: in a thread,
+    assert_passes ignored the marker and the plugin's settings and its evaluation was in no report."""
+    project(pytester, no=("consistency check 1",))
+    pytester.makepyfile(test_threads=THREADS)
+    result = pytester.runpytest("--color=no", "--bineval-report=report.json")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "*= bineval summary =*",
+        "evaluations: 3 (3 passed, 0 below threshold, 0 judge error)*",
+    ])
+    out = result.stdout.str()
+    assert out.count("PASS test_threads.py::test_threaded") == 2
+    assert "consistency 0.50 >= 0.50" in out
+    evaluations = report_of(pytester).evaluations
+    threaded = [e for e in evaluations if e.test == "test_threads.py::test_threaded"]
+    assert sorted(e.output for e in threaded) == ["summary 0", "summary 1"]
+    assert sorted(e.index for e in threaded) == [0, 1]
+    assert all(e.thresholds == {"consistency": 0.5} and e.model == "cfake/judge" for e in threaded)
+    assert all(e.task == "Summarize the article." for e in threaded)
+    assert all(e.location is not None and e.location.file == "test_threads.py" for e in threaded)  # judge()
+    # the thread of an earlier test evaluated for nobody; with the test's context passed along, for the test
+    (late,) = [e for e in evaluations if e.test == "test_threads.py::test_thread_of_an_earlier_test"]
+    assert late.output == "copied summary" and late.thresholds == {"consistency": 0.5}
+    assert len(evaluations) == 3
