@@ -429,3 +429,34 @@ def test_chat_control_tokens_in_the_output_under_test_stay_text() -> None:
     (end_id,) = model._load().tokenize(b"<|im_end|>", add_bos=False, special=True)
     assert prompt(hostile).count(end_id) == prompt(SUMMARY).count(end_id) == 2  # after the system and user turns
     assert len(prompt(hostile)) > len(prompt(SUMMARY)) + 20  # the control strings are there, as plain text
+
+
+@local_model
+def test_a_timed_out_generation_stops_at_once_and_its_tokens_are_counted(embedded: Any) -> None:
+    """A request cut by its timeout stops the decoding thread at its next token: when the timeout error comes, the
+    model's lock is free (the next request is not queued behind the rest of the generation) and the tokens decoded
+    so far are in the failed request's usage, exactly the ones in the model's KV cache (none decoded after)."""
+    from pytest_bineval.engine import run_sync
+    from pytest_bineval.errors import CallError
+    from pytest_bineval.llm.client import LLMClient, ModelSettings
+
+    ask = [{"role": "user", "content": "Count from 1 to 5000, separated by commas."}]
+    normal = LLMClient(ModelSettings(model=DEFAULT_MODEL, retries=0), None)
+    run_sync(normal.complete_text(ask, max_tokens=1))  # the model loaded, litellm's first call made
+    short = LLMClient(ModelSettings(model=DEFAULT_MODEL, timeout=2.0, retries=0), None)
+
+    async def cut_then_ask_again() -> tuple[CallError, bool, int, Any]:
+        # one event loop throughout (asyncio.run would join a decoding thread left running when it closes)
+        with pytest.raises(CallError, match="no reply within 2 s") as info:  # min_tokens: it cannot end early
+            await short.complete_text(ask, max_tokens=4000, min_tokens=4000)
+        locked, position = embedded.lock.locked(), embedded._load().n_tokens
+        return info.value, locked, position, await normal.complete_text(ask, max_tokens=3)
+
+    error, locked, position, after = run_sync(cut_then_ask_again())
+    assert not locked
+    usage = error.usage
+    assert (usage.llm_calls, usage.failed_requests) == (1, 1)
+    assert usage.prompt_tokens == len(embedded.prompt_tokens(ask))
+    assert 0 < usage.completion_tokens < 4000
+    assert position == usage.prompt_tokens + usage.completion_tokens
+    assert after.text and (after.usage.llm_calls, after.usage.failed_requests) == (1, 0)

@@ -25,7 +25,7 @@ from ..prompting import prompt_version
 from ..redaction import redact, replace_surrogates, secrets_of_params
 from ._litellm import import_litellm
 from .cache import ResponseCache, cache_key
-from .local import is_embedded
+from .local import cut_generations, is_embedded
 from .negotiation import Form, FormatNegotiator, format_for, response_format
 from .parsing import (
     MalformedResponse,
@@ -313,9 +313,13 @@ class LLMClient:
             if schema is not None:
                 outgoing = self._with_form(outgoing, form, *schema)
             try:
-                response = await self._call(outgoing)
+                with cut_generations() as cut_short:
+                    response = await self._call(outgoing)
             except Exception as exc:  # any failure of the request: classified, never a crash
                 usage.failed_requests += 1
+                for prompt_tokens, completion_tokens in cut_short:  # the embedded model's work for a request cut
+                    usage.prompt_tokens += prompt_tokens
+                    usage.completion_tokens += completion_tokens
                 if not is_embedded(model):  # a provider may bill a request that failed (e.g. cut at the timeout)
                     usage.unpriced_requests += 1
                 kind = classify(exc)

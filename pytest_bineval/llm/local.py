@@ -12,17 +12,24 @@ continued rather than answered: the judge prefills ``{"answer": "`` and reads th
 decoding step, then, when an explanation is wanted, prefills up to the explanation and decodes until the
 ``stop`` string. Both requests share every token up to the answer, so the second one costs only its
 few new tokens (the KV cache holds the rest).
+
+A request cancelled while the model works for it (the client's timeout) stops the generation at its next token
+(or its next prompt batch) and releases the model at once; the tokens it had used are reported through
+:func:`cut_generations` so that the failed request's usage counts them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import ctypes
 import importlib.util
 import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +82,40 @@ def _import_llama_cpp() -> Any:
             "(--bineval-model openai/gpt-4o-mini)."
         ) from exc
     return llama_cpp
+
+
+class GenerationCancelled(BinevalError):
+    """A generation stopped because its request was cancelled; the tokens it had used until then."""
+
+    def __init__(self, prompt_tokens: int, completion_tokens: int) -> None:
+        super().__init__(f"generation cancelled after {completion_tokens} token(s)")
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+
+
+# The (prompt, completion) tokens of generations whose requests were cancelled, for the request being made: the
+# client opens a fresh list around each request (:func:`cut_generations`). A context variable, not shared state:
+# each request (its asyncio task, and the thread the model runs in for it) sees its own list, or None.
+_CUT_GENERATIONS: contextvars.ContextVar[list[tuple[int, int]] | None] = contextvars.ContextVar(
+    "bineval_cut_generations", default=None)
+
+
+@contextlib.contextmanager
+def cut_generations() -> Iterator[list[tuple[int, int]]]:
+    """While open, the embedded provider adds to the list yielded the (prompt, completion) tokens of a generation
+    whose request was cancelled (cut by the client's timeout): tokens a response can no longer carry."""
+    cut: list[tuple[int, int]] = []
+    token = _CUT_GENERATIONS.set(cut)
+    try:
+        yield cut
+    finally:
+        _CUT_GENERATIONS.reset(token)
+
+
+def _report_cut(prompt_tokens: int, completion_tokens: int) -> None:
+    cut = _CUT_GENERATIONS.get()
+    if cut is not None:
+        cut.append((prompt_tokens, completion_tokens))
 
 
 def default_threads() -> int:
@@ -142,6 +183,19 @@ class EmbeddedModel:
                 tokens += llm.tokenize(part.encode("utf-8"), add_bos=False, special=True)
         return tokens
 
+    @contextlib.contextmanager
+    def _locked(self, cancel: threading.Event | None) -> Iterator[None]:
+        """The model's lock; a cancelled request stops waiting for it (:class:`GenerationCancelled`, no tokens)."""
+        while not self.lock.acquire(timeout=0.05):
+            if cancel is not None and cancel.is_set():
+                raise GenerationCancelled(0, 0)
+        try:
+            if cancel is not None and cancel.is_set():
+                raise GenerationCancelled(0, 0)
+            yield
+        finally:
+            self.lock.release()
+
     def chat(
         self,
         messages: list[dict[str, Any]],
@@ -154,6 +208,7 @@ class EmbeddedModel:
         presence_penalty: float = 0.0,
         stop: list[str] | None = None,
         min_tokens: int = 0,
+        cancel: threading.Event | None = None,
     ) -> tuple[str, list[dict[str, Any]] | None, int, int]:
         """Generate a reply; returns (text, OpenAI-style logprobs content, prompt and completion tokens).
 
@@ -164,8 +219,10 @@ class EmbeddedModel:
         Logprobs are the model's, before the grammar. ``stop``: strings that end the reply (not included),
         as in OpenAI's API; ``min_tokens`` (as in vLLM): the first tokens may neither end the reply nor hold a
         stop string. A last assistant message with ``prefix`` set is continued (see the module doc).
+        ``cancel``: once set, the generation stops before its next token (or prompt batch) and raises
+        :class:`GenerationCancelled` with the tokens used so far; the model's lock is released.
         """
-        with self.lock:
+        with self._locked(cancel):
             llm = self._load()
             llama_cpp = _import_llama_cpp()
             import numpy as np
@@ -173,7 +230,7 @@ class EmbeddedModel:
             tokens = self.prompt_tokens(messages)
             if len(tokens) + max_tokens > self.n_ctx:
                 raise ContextTooSmall(len(tokens), max_tokens, self.n_ctx)
-            self._eval_prompt(llm, tokens)
+            self._eval_prompt(llm, tokens, cancel)
             grammar = _Grammar(llama_cpp, llm, self._gbnf(schema)) if schema is not None else None
             rng = np.random.default_rng(0)
             out: list[int] = []
@@ -185,6 +242,8 @@ class EmbeddedModel:
             cut: int | None = None
             try:
                 while len(out) < max_tokens:
+                    if cancel is not None and cancel.is_set():
+                        raise GenerationCancelled(len(tokens), len(out))
                     ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
                     raw = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)
                     logits = raw
@@ -256,9 +315,11 @@ class EmbeddedModel:
         return self._grammars[key]
 
     @staticmethod
-    def _eval_prompt(llm: Any, tokens: list[int]) -> None:
+    def _eval_prompt(llm: Any, tokens: list[int], cancel: threading.Event | None = None) -> None:
         """Evaluate ``tokens``, reusing the longest prefix already in the KV cache (at least one token
-        is re-evaluated so that the last position's logits are fresh)."""
+        is re-evaluated so that the last position's logits are fresh), one batch at a time (as ``llm.eval``
+        does): a set ``cancel`` stops it between batches (:class:`GenerationCancelled`; the KV cache keeps
+        the batches evaluated)."""
         cached = llm.input_ids[: llm.n_tokens].tolist()
         common = 0
         for a, b in zip(cached, tokens, strict=False):
@@ -266,7 +327,10 @@ class EmbeddedModel:
                 break
             common += 1
         llm.n_tokens = min(common, len(tokens) - 1)
-        llm.eval(tokens[llm.n_tokens:])
+        for i in range(llm.n_tokens, len(tokens), llm.n_batch):
+            if cancel is not None and cancel.is_set():
+                raise GenerationCancelled(len(tokens), 0)
+            llm.eval(tokens[i : i + llm.n_batch])
 
     def _logprob_entry(self, llm: Any, logits: Any, token: int, k: int) -> dict[str, Any]:
         import numpy as np
@@ -368,6 +432,9 @@ def make_embedded_handler() -> Any:
         continues_prefill = True  # a last assistant message with "prefix": True is continued
 
         def completion(self, *args: Any, **kwargs: Any) -> Any:
+            return self._reply(kwargs, None)
+
+        def _reply(self, kwargs: dict[str, Any], cancel: threading.Event | None) -> Any:
             params: dict[str, Any] = dict(kwargs.get("optional_params") or {})
             messages = kwargs.get("messages") or []
             top = params.get("top_logprobs")
@@ -387,6 +454,7 @@ def make_embedded_handler() -> Any:
                     presence_penalty=float(params.get("presence_penalty") or 0.0),
                     stop=[stop] if isinstance(stop, str) else list(stop or []),
                     min_tokens=int(params.get("min_tokens") or 0),
+                    cancel=cancel,
                 )
             except ContextTooSmall as exc:
                 raise ContextWindowExceededError(
@@ -408,7 +476,25 @@ def make_embedded_handler() -> Any:
             )
 
         async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(self.completion, *args, **kwargs)
+            cancel = threading.Event()
+            work = asyncio.ensure_future(asyncio.to_thread(self._reply, kwargs, cancel))
+            try:
+                return await asyncio.shield(work)  # shielded: a cancellation must not abandon the thread
+            except asyncio.CancelledError:
+                # The request was cancelled (the client's timeout): the generation stops before its next token and
+                # releases the model; wait for that (moments), report the tokens it used, then let the cancel go on.
+                cancel.set()
+                try:
+                    response = await work
+                except GenerationCancelled as cut:
+                    _report_cut(cut.prompt_tokens, cut.completion_tokens)
+                except Exception:  # a generation that failed anyway: no tokens to report
+                    pass
+                else:  # it had just finished: its reply is lost with the request, not its tokens
+                    usage = getattr(response, "usage", None)
+                    _report_cut(int(getattr(usage, "prompt_tokens", 0) or 0),
+                                int(getattr(usage, "completion_tokens", 0) or 0))
+                raise
 
     return EmbeddedHandler()
 
