@@ -397,3 +397,30 @@ def test_native_toml_table_takes_unquoted_numbers(pytester: pytest.Pytester) -> 
     result.assert_outcomes(passed=1)
     (pytester.path / "pyproject.toml").write_text(body + "bineval_threshold = 0.6\n")
     pytester.runpytest().assert_outcomes(failed=1)
+
+
+def test_a_threshold_key_that_names_no_dimension_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    """Bug: ``--bineval-threshold=fluncy=0.4`` (a typo) was silently ignored and the default 0.7 applied."""
+    make_project(pytester, no=(Q.format("fluency", 2),))
+    pytester.makepyfile('''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        def test_fluency():
+            assert_passes("s", dimension="fluency")
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        def test_explicit_key_not_checked_here():
+            assert_passes("s", dimension="fluency", threshold={"fluency": 0.4, "consistency": 0.9})
+    ''')
+    result = pytester.runpytest("--bineval-threshold=fluncy=0.4")
+    result.assert_outcomes(errors=2)  # a usage error is an error of the test, as in pytest
+    result.stdout.fnmatch_lines([
+        "*--bineval-threshold (or the bineval_threshold ini key) sets a threshold for 'fluncy', a dimension no "
+        "checklist here has; did you mean 'fluency'?*",
+        "*threshold={'consistency': ...} names a dimension this assertion does not check (it checks: fluency)*",
+    ])
+    # a key for a dimension of the user's own that this test does not evaluate is not a typo: it applies elsewhere
+    result = pytester.runpytest("--bineval-threshold=0.4,tone=0.9", "-k", "test_fluency")
+    result.assert_outcomes(passed=1)
