@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import os
+import threading
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -43,11 +44,19 @@ class Engine:
             cache = ResponseCache(Path(os.path.expanduser(self.settings.cache_dir)), self.settings.cache)
         self.cache = cache
         self.usage = Usage()
+        # assert_passes may run in several threads of one test (each with its event loop): the running total is
+        # updated under this lock, so that no request, token or cache hit of a concurrent evaluation is lost
+        self._usage_lock = threading.Lock()
         self.formats = FormatNegotiator()
         self._judge_prompt: Prompt | None = None
         self._similarity: dict[tuple[str, float | None], Similarity | None] = {}  # loaded once (MiniLM: 90 MB)
         if self.settings.judge_prompt is not None:
             self._judge_prompt = load_judge_prompt(os.path.expanduser(self.settings.judge_prompt))
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add ``usage`` to the running total, atomically (evaluations may run in several threads at once)."""
+        with self._usage_lock:
+            self.usage = self.usage + usage
 
     def client(self, model: str, *, repeat: int = 0, deadline: float | None = None) -> LLMClient:
         """A client of ``model`` sharing this engine's cache and negotiation; ``repeat`` > 0 keys its cache entries
@@ -95,9 +104,9 @@ class Engine:
                 concurrency=1 if is_embedded(name) else self.settings.concurrency,
             )
         except BinevalError as exc:  # the failed requests were made all the same
-            self.usage += _usage_of_error(exc)
+            self.add_usage(_usage_of_error(exc))
             raise
-        self.usage += usage
+        self.add_usage(usage)
         return result
 
     async def aevaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
@@ -132,9 +141,9 @@ class Engine:
                     runs = list(await asyncio.gather(*(once(k, limit) for k in range(repeats))))
                 result = combine_repeats(runs, seconds=asyncio.get_running_loop().time() - started)
         except InputTooLargeError as exc:  # what finding out cost is spent all the same
-            self.usage += _usage_of_error(exc)
+            self.add_usage(_usage_of_error(exc))
             raise
-        self.usage += result.usage
+        self.add_usage(result.usage)
         return result
 
     def checklist(self, task: str | None, dimensions: DimensionsArg = None, *, model: str | None = None,

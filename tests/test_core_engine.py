@@ -6,6 +6,7 @@ the same path as a real model: cache lookup, ``litellm.acompletion``, tolerant J
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from pytest_bineval import (
     InputTooLargeError,
     Question,
     Settings,
+    Usage,
     UsageError,
     aevaluate,
     agenerate_checklist,
@@ -580,6 +582,33 @@ def test_engine_keeps_a_running_total(fake: ScriptedModel, cache_dir: Path) -> N
     finally:
         engine.close()
     assert (engine.usage.llm_calls, engine.usage.cache_hits) == (2 + 2, 2)
+
+
+def test_engine_total_counts_every_evaluation_of_concurrent_threads(fake: ScriptedModel, cache_dir: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """assert_passes may run in several threads of one test, each with its own event loop: the engine's running
+    total is the sum of every evaluation's usage (no request, token or cache hit lost to a racing update)."""
+    add = Usage.__add__
+
+    def slow_add(self: Usage, other: Usage) -> Usage:  # widens the read-modify-write window of an unlocked update
+        time.sleep(0.002)
+        return add(self, other)
+
+    monkeypatch.setattr(Usage, "__add__", slow_add)
+    checklist = make_checklist(2)
+    engine = Engine(Settings(**opts(fake, cache_dir)))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            # 4 distinct outputs, each judged 4 times: requests and cache hits both
+            results = list(pool.map(lambda i: engine.evaluate(f"{SUMMARY} ({i % 4})", checklist, ARTICLE),
+                                    range(16)))
+    finally:
+        engine.close()
+    total = Usage.total(r.usage for r in results)
+    counts = ("llm_calls", "failed_requests", "cache_hits", "prompt_tokens", "completion_tokens")
+    assert {c: getattr(engine.usage, c) for c in counts} == {c: getattr(total, c) for c in counts}
+    assert total.llm_calls + total.cache_hits == 16 * 2 and total.llm_calls >= 4 * 2
+    assert total.llm_calls == len(fake.requests)  # every request the model received
 
 
 @pytest.mark.parametrize(("field", "value"), [
