@@ -19,12 +19,21 @@ _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
 @dataclass(frozen=True)
 class Prompt:
-    """A chat prompt: a system section, optional example turns, and the final user turn."""
+    """A chat prompt: a system section, optional example turns, and the final user turn.
+
+    ``guard`` (an evaluator prompt of your own, see :func:`check_judge_prompt`): the tags neutralised in the values
+    of the untrusted placeholders (``UNTRUSTED_PLACEHOLDERS``) when they are filled in: the markers and every tag the
+    prompt itself closes, so that an output cannot close the prompt's own delimiters either.
+    """
 
     name: str
     turns: tuple[tuple[str, str], ...]
+    guard: re.Pattern[str] | None = None
 
     def messages(self, **values: str) -> list[dict[str, str]]:
+        if self.guard is not None:
+            guard = self.guard
+            values = {k: delimit(v, guard) if k in UNTRUSTED_PLACEHOLDERS else v for k, v in values.items()}
         return [{"role": role, "content": _fill(text, values, self.name)} for role, text in self.turns]
 
 
@@ -87,8 +96,11 @@ def packaged_judge_prompt() -> str:
 
 
 def check_judge_prompt(prompt: Prompt) -> Prompt:
-    """``prompt`` if it can serve as an evaluator prompt: ``{{output}}`` and ``{{question}}`` present, no
-    placeholder the judge cannot fill; else UsageError."""
+    """``prompt``, delimited, if it can serve as an evaluator prompt: ``{{output}}`` and ``{{question}}`` present,
+    no placeholder the judge cannot fill; else UsageError.
+
+    The output under test (and the source) is untrusted text; its protection does not depend on how the prompt
+    writes its placeholders (:func:`delimit_untrusted`)."""
     used = {m for _, body in prompt.turns for m in _PLACEHOLDER.findall(body)}
     missing = {"output", "question"} - used
     unknown = used - JUDGE_PLACEHOLDERS
@@ -98,7 +110,51 @@ def check_judge_prompt(prompt: Prompt) -> Prompt:
 
         problems = ([f"needs {names(missing)}"] if missing else []) + ([f"unknown {names(unknown)}"] if unknown else [])
         raise UsageError(f"judge prompt {prompt.name}: {'; '.join(problems)}; it may use {names(JUDGE_PLACEHOLDERS)}")
-    return prompt
+    return delimit_untrusted(prompt)
+
+
+# The placeholders of untrusted text (the output under test, the source), and the marker that encloses each.
+UNTRUSTED_PLACEHOLDERS = {"output": "response", "source": "input"}
+# A tag the prompt closes (``</answer_text>``): a delimiter of its own.
+_CLOSING_TAG = re.compile(r"<\s*/\s*([A-Za-z](?:[\w.\-]*\w)?)\s*>")
+
+
+def _enclosed(body: str, start: int, end: int) -> bool:
+    """Whether ``body[start:end]`` sits between an opening marker tag and the same marker's closing tag, with no
+    other marker tag in between."""
+    before = list(_MARKER_TAG.finditer(body, 0, start))
+    after = _MARKER_TAG.search(body, end)
+    if not before or after is None:
+        return False
+    opening = before[-1]
+    return (not opening.group(1) and after.group(1) == "/"
+            and opening.group(2).lower() == after.group(2).lower())
+
+
+def delimit_untrusted(prompt: Prompt) -> Prompt:
+    """An evaluator prompt of your own, made safe for untrusted text whatever its markers.
+
+    Each ``{{output}}`` / ``{{source}}`` that is not already enclosed in marker tags (``<response>`` ...
+    ``</response>``, ``<input>`` ... ``</input>``: the packaged judge.md's) is written enclosed in its marker
+    (``Output: {{output}}`` becomes ``Output: <response>``, ``{{output}}``, ``</response>`` on three lines), and
+    the values of those placeholders have the marker tags and every tag the prompt closes itself
+    (``</answer_text>``) neutralised (:func:`delimit`): an output can close neither the package's delimiters nor
+    the prompt's own.
+    """
+    def wrap(body: str) -> str:
+        out: list[str] = []
+        last = 0
+        for m in _PLACEHOLDER.finditer(body):
+            marker = UNTRUSTED_PLACEHOLDERS.get(m.group(1))
+            if marker is None or _enclosed(body, m.start(), m.end()):
+                continue
+            out.append(body[last:m.start()] + f"<{marker}>\n{m.group(0)}\n</{marker}>")
+            last = m.end()
+        return "".join(out) + body[last:]
+
+    turns = tuple((role, wrap(body)) for role, body in prompt.turns)
+    own = sorted({name.lower() for _, body in turns for name in _CLOSING_TAG.findall(body)} - set(MARKER_NAMES))
+    return Prompt(prompt.name, turns, guard=_tag_pattern((*MARKER_NAMES, *own)))
 
 
 def load_judge_prompt(path: str) -> Prompt:
@@ -113,9 +169,17 @@ def load_judge_prompt(path: str) -> Prompt:
 
 
 MARKER_NAMES = ("input", "response", "task", "prompt", "lesson", "explanation")
-# A tag a lenient reader could take for one of the markers, in folded text (see _fold): any case, spaces anywhere,
-# attributes, a missing ">".
-LENIENT_TAG = re.compile(r"<\s*/?\s*(?:" + "|".join(MARKER_NAMES) + r")\b[^<>]{0,200}>?", re.IGNORECASE)
+
+
+def _tag_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
+    """A tag a lenient reader could take for one named ``names``, in folded text (see _fold): any case, spaces
+    anywhere, attributes, a missing ">"."""
+    return re.compile(r"<\s*/?\s*(?:" + "|".join(map(re.escape, names)) + r")\b[^<>]{0,200}>?", re.IGNORECASE)
+
+
+LENIENT_TAG = _tag_pattern(MARKER_NAMES)
+# A marker tag as a prompt template writes it: (slash, name).
+_MARKER_TAG = re.compile(r"<\s*(/?)\s*(" + "|".join(MARKER_NAMES) + r")\s*>", re.IGNORECASE)
 
 # Characters a reader could see as the brackets or the slash of a tag although NFKC keeps them apart.
 _LOOKALIKES = {
@@ -164,8 +228,9 @@ def fold(text: str) -> tuple[str, list[int]]:
     return "".join(chars), index
 
 
-def delimit(text: str) -> str:
-    """Neutralise marker tags inside untrusted text so that it cannot close (or open) its own delimiters.
+def delimit(text: str, tags: re.Pattern[str] = LENIENT_TAG) -> str:
+    """Neutralise marker tags (``tags``: those a :func:`_tag_pattern` finds) inside untrusted text so that it cannot
+    close (or open) its own delimiters.
 
     Tags are found in the folded text (NFKC, format/zero-width/combining characters removed, look-alike brackets,
     slashes and letters mapped: :func:`fold`), so ``</response class="x">``, ``< /response>``, ``</res\u200bponse>``
@@ -173,7 +238,7 @@ def delimit(text: str) -> str:
     is written ``&lt;`` / ``&gt;``. The rest of the text is left as it was.
     """
     folded, index = fold(text)
-    spans = [(index[m.start()], index[m.end() - 1]) for m in LENIENT_TAG.finditer(folded)]
+    spans = [(index[m.start()], index[m.end() - 1]) for m in tags.finditer(folded)]
     if not spans:
         return text
     out: list[str] = []
