@@ -132,16 +132,38 @@ def bineval_checklist(_bineval_context: TestContext) -> Checklist:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    result = yield
+    service = item.config.stash.get(SERVICE, None)
+    if service is not None:  # a re-run plugin may have run the test more than once: its last attempt counts
+        service.keep_last_attempt(item.nodeid, item.stash.get(CONTEXT, None))
+    return result
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if CONTEXT in item.stash:  # an earlier attempt's context (pytest-rerunfailures): not this attempt's
+        del item.stash[CONTEXT]
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     ctx = item.stash.get(CONTEXT, None)
-    if report.when != "call" or ctx is None:
+    if ctx is None or report.when == "teardown":
+        return report
+    excinfo = call.excinfo
+    unscorable = (excinfo is not None and excinfo.errisinstance(BinevalError)
+                  and not excinfo.errisinstance(BinevalAssertionError))
+    if unscorable and excinfo is not None:  # no task, no checklist, a pin error: kept for the totals and reports
+        ctx.service.unscored_error(ctx, excinfo.typename, str(excinfo.value))
+    if report.when != "call":
         return report
     if report.failed:
         ctx.service.failed_tests.add(item.nodeid)
-    excinfo = call.excinfo
-    if (excinfo is not None and excinfo.errisinstance(BinevalError)
-            and not excinfo.errisinstance(BinevalAssertionError)):
+    else:  # this attempt passed (an earlier one of a re-run may have failed)
+        ctx.service.failed_tests.discard(item.nodeid)
+    if unscorable and excinfo is not None:
         # Not a verdict on the output: the test could not be scored (reported as an error, not a failure).
         report.bineval_error = True
         if not excinfo.errisinstance(BinevalJudgeError):
@@ -243,9 +265,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_sep("=", "bineval regressions")
         for text, markup in regression_lines(service.regressions):
             terminalreporter.write_line(text, **markup)
-    if service.records or service.regressions is not None:
+    if service.records or service.unscored or service.regressions is not None:
         terminalreporter.write_sep("=", "bineval summary")
-        for text, markup in summary_lines(service.records, service.totals(), service.regressions):
+        for text, markup in summary_lines(service.records, service.totals(), service.regressions,
+                                          service.unscored):
             terminalreporter.write_line(text, **markup)
         unwritten = config.stash.get(UNWRITTEN, set())
         if service.options.report and service.options.report not in unwritten:

@@ -39,6 +39,7 @@ from .repeats import wilson_interval
 REPORT_FORMAT = 2
 SOURCE_IN_REPORT = 4000  # characters of the source kept in a record
 OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the digest covers all of it)
+UNSCORED_MESSAGE = 2000  # characters of an unscored test's error message kept in the report
 
 Outcome = Literal["passed", "failed", "error"]
 Gate = Literal["mean", "lower-bound"]
@@ -329,6 +330,19 @@ class UnstableQuestion(BaseModel):
                     answers=v.samples, agreement=v.agreement) for r in records for v in r.unstable()]
 
 
+class UnscoredTest(BaseModel):
+    """A test that errored before any evaluation of it was recorded: no task, no checklist (its generation
+    failed), a pin error under ``--bineval-strict``, a usage error. It has no record, yet it is no pass."""
+
+    test: str = Field(description="pytest node id")
+    error: str = Field(description="the exception type")
+    message: str = Field(default="", description=f"what it said (redacted, first {UNSCORED_MESSAGE} characters)")
+
+    @classmethod
+    def build(cls, test: str, error: str, message: str) -> UnscoredTest:
+        return cls(test=test, error=error, message=clean(message)[:UNSCORED_MESSAGE])
+
+
 class Totals(BaseModel):
     """Run totals; the usage is everything the run's engines spent (checklists and evaluations)."""
 
@@ -336,6 +350,9 @@ class Totals(BaseModel):
     passed: int = 0
     failed: int = 0
     errors: int = Field(default=0, description="evaluations that ended in a judge error")
+    unscored_tests: int = Field(default=0, description="tests that errored before any evaluation (see unscored)")
+    rerun_evaluations: int = Field(default=0, description="evaluations of attempts a re-run plugin replaced "
+                                                          "(pytest-rerunfailures); their requests are in the usage")
     questions: int = 0
     judge_errors: int = Field(default=0, description="questions the judge gave no answer to")
     llm_calls: int = Field(default=0, description="requests sent to models, failed ones included")
@@ -359,12 +376,14 @@ class Totals(BaseModel):
 
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0,
-           regressions: RegressionReport | None = None) -> Totals:
+           regressions: RegressionReport | None = None, unscored: int = 0, reruns: int = 0) -> Totals:
         recs = list(records)
         diff = regressions or RegressionReport(baseline="")
-        unpinned = {(r.test, r.task) for r in recs if r.checklist_status in ("unpinned", "stale")}
+        unpinned = {_pin_key(r) for r in recs if r.checklist_status in ("unpinned", "stale")}
         return cls(
             evaluations=len(recs),
+            unscored_tests=unscored,
+            rerun_evaluations=reruns,
             passed=sum(r.outcome == "passed" for r in recs),
             failed=sum(r.outcome == "failed" for r in recs),
             errors=sum(r.outcome == "error" for r in recs),
@@ -387,6 +406,15 @@ class Totals(BaseModel):
             new_judge_errors=len(diff.changes("judge error")),
             score_drops=len(diff.score_drops()),
         )
+
+
+def _pin_key(rec: EvaluationRecord) -> tuple[str, ...]:
+    """Which pin entry a record's checklist would be: one per test function (its parameters share the pin file)
+    and task; criteria written per question (qworld) are one entry per question."""
+    base = rec.test.split("[", 1)[0]
+    if rec.strategy == "bineval":
+        return (base, rec.task, rec.strategy)
+    return (base, rec.task, rec.strategy, *sorted(q.text for q in rec.questions))
 
 
 class ReportSettings(BaseModel):
@@ -432,6 +460,8 @@ class ReportDocument(BaseModel):
     regressions: RegressionReport | None = Field(default=None, description="this run vs --bineval-baseline")
     unstable: list[UnstableQuestion] = Field(default_factory=list,
                                              description="questions whose repeats got both answers")
+    unscored: list[UnscoredTest] = Field(default_factory=list,
+                                         description="tests that errored before any evaluation was recorded")
 
     @classmethod
     def parse(cls, data: Any) -> ReportDocument:

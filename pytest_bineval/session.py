@@ -30,6 +30,7 @@ from .record import (
     ReportDocument,
     ReportSettings,
     Totals,
+    UnscoredTest,
     UnstableQuestion,
 )
 from .settings import Settings
@@ -66,6 +67,7 @@ class TestContext:
     fixture_task: Callable[[], str | None] | None = None  # resolved only when needed
     pin_path: Path | None = None  # this test's pinned-checklist file
     records: list[EvaluationRecord] = field(default_factory=list)
+    unscored: list[UnscoredTest] = field(default_factory=list)  # this test, if it errored before any record
 
     @property
     def test_name(self) -> str:
@@ -150,6 +152,8 @@ class BinevalService:
     baseline: ReportDocument | None = None  # --bineval-baseline, read by load_baseline()
     regressions: RegressionReport | None = None  # this run vs the baseline, made by compare()
     failed_tests: set[str] = field(default_factory=set)  # ids of the tests whose call failed (or errored)
+    unscored: list[UnscoredTest] = field(default_factory=list)  # tests that errored before any record
+    rerun_evaluations: int = 0  # records of attempts a re-run plugin replaced (dropped from records)
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
     # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
     started_ns: int = field(default_factory=time.time_ns)
@@ -272,6 +276,28 @@ class BinevalService:
             self.on_record(rec)
         return rec
 
+    def unscored_error(self, ctx: TestContext, error: str, message: str) -> None:
+        """The test errored (a bineval error) and no record of it says why: keep it for the totals and reports."""
+        if any(r.outcome == "error" for r in ctx.records):
+            return  # a judge error: its record says so
+        entry = UnscoredTest.build(ctx.nodeid, error, message)
+        ctx.unscored.append(entry)
+        self.unscored.append(entry)
+
+    def keep_last_attempt(self, nodeid: str, ctx: TestContext | None) -> None:
+        """After a test's protocol: what earlier attempts of it recorded (a re-run plugin ran it again) is
+        replaced by the last attempt's (``ctx``, None when it failed before its context was made); their
+        requests stay in the usage, and the records replaced are counted in ``rerun_evaluations``."""
+        kept_records = ctx.records if ctx is not None else []
+        kept_unscored = ctx.unscored if ctx is not None else []
+        with self._lock:
+            stale = [r for r in self.records if r.test == nodeid and not any(r is k for k in kept_records)]
+            if stale:
+                self.records[:] = [r for r in self.records if not any(r is s for s in stale)]
+                self.rerun_evaluations += len(stale)
+            self.unscored[:] = [u for u in self.unscored
+                             if u.test != nodeid or any(u is k for k in kept_unscored)]
+
     # -- run totals and the report ----------------------------------------------------------------------
     def usage(self) -> Usage:
         """Everything this process's engine and the xdist workers' engines spent."""
@@ -279,7 +305,7 @@ class BinevalService:
 
     def totals(self) -> Totals:
         return Totals.of(self.records, self.usage(), pins_written=len(set(self.pins_written)),
-                         regressions=self.regressions)
+                         regressions=self.regressions, unscored=len(self.unscored), reruns=self.rerun_evaluations)
 
     def report_document(self, optimized: list[OptimizeOutcome] | None = None) -> ReportDocument:
         s = self.engine.settings
@@ -289,7 +315,7 @@ class BinevalService:
                                   repeats=s.repeats, gate=self.options.gate)
         return ReportDocument(settings=settings, totals=self.totals(), evaluations=list(self.records),
                               optimize=optimized, regressions=self.regressions,
-                              unstable=UnstableQuestion.of(self.records))
+                              unstable=UnstableQuestion.of(self.records), unscored=list(self.unscored))
 
     # -- pytest-xdist: a worker's payload, merged by the controller ------------------------------------------
     def worker_payload(self) -> str:
@@ -298,6 +324,8 @@ class BinevalService:
             "usage": self.engine.usage.model_dump(mode="json"),
             "pins_written": self.pins_written,
             "failed_tests": sorted(self.failed_tests),
+            "unscored": [u.model_dump(mode="json") for u in self.unscored],
+            "rerun_evaluations": self.rerun_evaluations,
         })
 
     def merge_worker(self, payload: str) -> None:
@@ -305,6 +333,8 @@ class BinevalService:
         self.records.extend(EvaluationRecord.model_validate(r) for r in data["records"])
         self.pins_written.extend(data["pins_written"])
         self.failed_tests.update(data.get("failed_tests", []))
+        self.unscored.extend(UnscoredTest.model_validate(u) for u in data.get("unscored", []))
+        self.rerun_evaluations += int(data.get("rerun_evaluations", 0))
         self.worker_usage.append(Usage.model_validate(data["usage"]))
 
     def close(self) -> None:

@@ -424,3 +424,103 @@ def test_a_threshold_key_that_names_no_dimension_is_a_usage_error(pytester: pyte
     # a key for a dimension of the user's own that this test does not evaluate is not a typo: it applies elsewhere
     result = pytester.runpytest("--bineval-threshold=0.4,tone=0.9", "-k", "test_fluency")
     result.assert_outcomes(passed=1)
+
+
+UNSCORED = '''
+import pytest
+from pytest_bineval import assert_passes
+
+def test_no_task():
+    assert_passes("s", dimension="fluency")
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_scored():
+    assert_passes("s", dimension="fluency")
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "2"]], ids=["serial", "xdist"])
+def test_a_test_that_errors_before_any_evaluation_is_in_the_totals_and_reports(
+        pytester: pytest.Pytester, workers: list[str]) -> None:
+    """Bug: a test with no task, or a pin error under --bineval-strict, left no record: the JSON and HTML
+    totals and the summary counted only the scored tests, as if the others had not run."""
+    make_project(pytester)
+    pytester.makepyfile(test_unscored=UNSCORED)
+    run = pytester.runpytest_subprocess if workers else pytester.runpytest
+    result = run("--bineval-report=report.json", "--bineval-html=report.html", *workers)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines([
+        "*bineval summary*",
+        "NOT SCORED test_unscored.py::test_no_task: NoTaskError: pytest-bineval needs the task*",
+        "PASS test_unscored.py::test_scored*",
+        "evaluations: 1 (1 passed*",
+        "tests not scored: 1 (errored before any evaluation)",
+    ])
+    doc = report_of(pytester)
+    assert doc.totals.unscored_tests == 1 and doc.totals.evaluations == 1
+    assert [(u.test, u.error) for u in doc.unscored] == [("test_unscored.py::test_no_task", "NoTaskError")]
+    html = (pytester.path / "report.html").read_text()
+    assert 'id="total-unscored">1<' in html and "test_unscored.py::test_no_task" in html
+
+    result = run("--bineval-strict", "--bineval-report=report.json", *workers)
+    result.assert_outcomes(errors=2)
+    assert sorted((u.test, u.error) for u in report_of(pytester).unscored) == [
+        ("test_unscored.py::test_no_task", "NoTaskError"), ("test_unscored.py::test_scored", "PinError")]
+    result.stdout.fnmatch_lines(["tests not scored: 2 (errored before any evaluation)"])
+
+
+FLAKY = '''
+import pathlib
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_flaky():
+    attempts = pathlib.Path("attempts")
+    first = not attempts.exists()
+    attempts.write_text("x")
+    assert_passes("s", dimension="fluency", threshold=0.9 if first else 0.5)  # 0.50: below, then at threshold
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "2"]], ids=["serial", "xdist"])
+def test_a_rerun_keeps_the_last_attempts_records_and_counts_the_others(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
+    """Bug: under pytest-rerunfailures every attempt's records stayed (a test that passed on its re-run showed
+    a BELOW THRESHOLD evaluation) and the test stayed among the failed ones (a GitHub error annotation)."""
+    pytest.importorskip("pytest_rerunfailures")
+    make_project(pytester, no=(Q.format("fluency", 2),))
+    pytester.makepyfile(test_flaky=FLAKY)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
+    run = pytester.runpytest_subprocess if workers else pytester.runpytest
+    result = run("-p", "rerunfailures", "--reruns=1", "--bineval-report=report.json", *workers)
+    assert result.parseoutcomes() == {"passed": 1, "rerun": 1}
+    doc = report_of(pytester)
+    assert [r.outcome for r in doc.evaluations] == ["passed"]
+    assert doc.totals.rerun_evaluations == 1 and doc.totals.evaluations == 1
+    assert doc.totals.cache_hits == 2  # the re-run's answers came from the cache: counted, not hidden
+    out = result.stdout.str()
+    assert "BELOW THRESHOLD" not in out and "::error" not in out
+    result.stdout.fnmatch_lines(["re-runs: 1 evaluation of earlier attempts replaced by the last attempt's*"])
+
+
+def test_unpinned_checklists_are_counted_per_pin_entry_not_per_parameter(pytester: pytest.Pytester) -> None:
+    """Bug: the count was per (test id, task), so three cases of one task were three unpinned checklists,
+    though --bineval-update-checklists writes one."""
+    make_project(pytester)
+    pytester.makepyfile(test_same='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        @pytest.mark.parametrize("n", [1, 2, 3])
+        def test_case(n):
+            assert_passes(f"summary {n}", dimension="fluency")
+    ''')
+    pytester.makepyfile(test_cases=CASES)  # three tasks: three checklists
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["unpinned checklists: 4 (review and pin them*"])
+    result = pytester.runpytest("--bineval-update-checklists")
+    result.stdout.fnmatch_lines(["pinned checklists written: 4"])

@@ -192,6 +192,8 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
     out = ["## bineval", ""]
     out.append(f"**{_n(totals.evaluations, 'evaluation')}**: {totals.passed} passed, {totals.failed} below "
                f"threshold, {_n(totals.errors, 'judge error')}.")
+    if totals.unscored_tests:
+        out.append(f"**{_n(totals.unscored_tests, 'test')} not scored** (errored before any evaluation).")
     if regressions is not None:
         out.append("")
         out.append(f"Against the baseline `{md(regressions.baseline)}`: {_n(totals.regressions, 'regression')}, "

@@ -9,7 +9,15 @@ import io
 from collections.abc import Sequence
 
 from ..models import Verdict, cost_text
-from ..record import CHANGE_KINDS, DimensionResult, EvaluationRecord, OptimizeOutcome, RegressionReport, Totals
+from ..record import (
+    CHANGE_KINDS,
+    DimensionResult,
+    EvaluationRecord,
+    OptimizeOutcome,
+    RegressionReport,
+    Totals,
+    UnscoredTest,
+)
 from ..untrusted import inert, one_line
 
 Line = tuple[str, dict[str, bool]]
@@ -89,9 +97,11 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
 
 
 def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
-                  regressions: RegressionReport | None = None) -> list[Line]:
+                  regressions: RegressionReport | None = None, unscored: Sequence[UnscoredTest] = ()) -> list[Line]:
     """(text, markup) lines of the end-of-run summary."""
     lines: list[Line] = []
+    for u in unscored:  # errored before any evaluation: no score, and no pass either
+        lines.append((f"NOT SCORED {u.test}: {u.error}: {one_line(u.message)}", {"red": True, "bold": True}))
     for rec in records:
         markup = {"green": True} if rec.outcome == "passed" else {"red": True, "bold": True}
         label = {"passed": "PASS", "failed": "BELOW THRESHOLD", "error": "JUDGE ERROR"}[rec.outcome]
@@ -122,6 +132,12 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         f"tokens: {tot.prompt_tokens} prompt + {tot.completion_tokens} completion, cost: {cost}",
         {"bold": True},
     ))
+    if tot.unscored_tests:
+        lines.append((f"tests not scored: {tot.unscored_tests} (errored before any evaluation)",
+                      {"red": True, "bold": True}))
+    if tot.rerun_evaluations:
+        lines.append((f"re-runs: {_n(tot.rerun_evaluations, 'evaluation')} of earlier attempts replaced by the "
+                      "last attempt's (their requests are counted above)", {"yellow": True}))
     for model, form in sorted(tot.structured_output.items()):
         what = "no response_format at all, JSON asked for in the prompt" if form == "prompt" else form
         lines.append((f"judge {model}: structured output (json_schema) not supported, using {what}",
