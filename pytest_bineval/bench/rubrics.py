@@ -198,7 +198,7 @@ async def run_rubrics(engine: Engine, items: Sequence[RubricItem], strategies: S
                                                    concurrency)
             result.uniqueness, u2 = await covered_by(judge, item.question, result.generated, reference, concurrency)
             result.judging = u1 + u2
-            engine.usage += result.judging
+            engine.add_usage(result.judging)
             out.append(result)
             if not quiet:
                 print(f"  {strategy} / {item.id}: {len(result.generated)} criteria, coverage "

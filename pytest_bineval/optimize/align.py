@@ -160,7 +160,7 @@ class EvaluatorAligner:
 
         learned = await self.loop.learn(text, [self._note_request(text, g, items) for g in ranked], memory,
                                         iteration, check)
-        self.engine.usage += learned.usage
+        self.engine.add_usage(learned.usage)
         result.lessons += [{"text": t, "status": "duplicate"} for t in learned.duplicates]
         entries = learned.entries
         result.lessons += entries
