@@ -376,6 +376,20 @@ def test_cost_text_is_a_lower_bound_when_some_replies_are_unpriced() -> None:
     assert (total.since(priced).unpriced_requests, cost_text(None, 0)) == (1, "$0.0000")
 
 
+SCORED = '''
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_scored():
+    assert_passes("s", dimension="fluency")
+'''
+UNSCORED = SCORED + '''
+def test_no_task():
+    assert_passes("s", dimension="fluency")
+'''
+
+
 def test_native_toml_table_takes_unquoted_numbers(pytester: pytest.Pytester) -> None:
     """Bug: every valued ini key was registered as a string, and pytest 9's native ``[tool.pytest]`` table
     rejects a TOML number for a string key, so ``bineval_threshold = 0.4`` was a crash, not a threshold."""
@@ -385,16 +399,9 @@ def test_native_toml_table_takes_unquoted_numbers(pytester: pytest.Pytester) -> 
     (pytester.path / "tox.ini").unlink()  # make_project's ini file: the pyproject.toml table below is the config
     body = '[tool.pytest]\nbineval_model = "pfake/judge"\nasyncio_default_fixture_loop_scope = "function"\n'
     (pytester.path / "pyproject.toml").write_text(body + "bineval_threshold = 0.4\nbineval_concurrency = 2\n")
-    pytester.makepyfile('''
-        import pytest
-        from pytest_bineval import assert_passes
-
-        @pytest.mark.bineval(task="Summarize the article.")
-        def test_half_passes_at_0_4():
-            assert_passes("s", dimension="fluency")
-    ''')
+    pytester.makepyfile(SCORED)
     result = pytester.runpytest()
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=1)  # 0.50 >= 0.4
     (pytester.path / "pyproject.toml").write_text(body + "bineval_threshold = 0.6\n")
     pytester.runpytest().assert_outcomes(failed=1)
 
@@ -426,17 +433,6 @@ def test_a_threshold_key_that_names_no_dimension_is_a_usage_error(pytester: pyte
     result.assert_outcomes(passed=1)
 
 
-UNSCORED = '''
-import pytest
-from pytest_bineval import assert_passes
-
-def test_no_task():
-    assert_passes("s", dimension="fluency")
-
-@pytest.mark.bineval(task="Summarize the article.")
-def test_scored():
-    assert_passes("s", dimension="fluency")
-'''
 
 
 @pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "2"]], ids=["serial", "xdist"])
