@@ -118,15 +118,16 @@ def bineval_checklist(_bineval_context: TestContext) -> Checklist:
     """The current test's checklist (marker or ``bineval_task``; pinned file when there is one)."""
     from .assertions import NO_TASK_MESSAGE
     from .engine import run_sync
+    from .errors import NoTaskError, UsageError
 
     ctx = _bineval_context
     if ctx.marker.criteria not in (None, "bineval"):
-        raise pytest.UsageError(
+        raise UsageError(
             f"{ctx.nodeid}: bineval_checklist is the task's checklist; with criteria={ctx.marker.criteria!r} the "
             "criteria depend on the question: use bineval.checklist(task, strategy=..., question=...) instead")
     task = ctx.marker.task or (ctx.fixture_task() if ctx.fixture_task is not None else None)
     if not task:
-        raise pytest.UsageError(NO_TASK_MESSAGE)
+        raise NoTaskError(NO_TASK_MESSAGE)  # an error of the test that is counted as not scored
     checklist, _ = run_sync(ctx.service.achecklist_for(ctx, task, ctx.marker.dimensions))
     return checklist
 
@@ -157,19 +158,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                   and not excinfo.errisinstance(BinevalAssertionError))
     if unscorable and excinfo is not None:  # no task, no checklist, a pin error: kept for the totals and reports
         ctx.service.unscored_error(ctx, excinfo.typename, str(excinfo.value))
+        if not excinfo.errisinstance(BinevalJudgeError):  # the message says it all: no traceback
+            from .redaction import redact
+
+            report.longrepr = redact(f"{excinfo.typename}: {excinfo.value}")
     if report.when != "call":
         return report
     if report.failed:
         ctx.service.failed_tests.add(item.nodeid)
     else:  # this attempt passed (an earlier one of a re-run may have failed)
         ctx.service.failed_tests.discard(item.nodeid)
-    if unscorable and excinfo is not None:
-        # Not a verdict on the output: the test could not be scored (reported as an error, not a failure).
+    if unscorable:  # not a verdict on the output: the test could not be scored (an error, not a failure)
         report.bineval_error = True
-        if not excinfo.errisinstance(BinevalJudgeError):
-            from .redaction import redact
-
-            report.longrepr = redact(f"{excinfo.typename}: {excinfo.value}")
     for rec in ctx.records:
         suffix = "" if len(ctx.records) == 1 else f"[{rec.index}]"
         for d in rec.dimensions:
@@ -234,7 +234,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 if session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
     github = config.stash.get(GITHUB, None)
-    if github is not None and github.summary_path and (service.records or regressions is not None):
+    if github is not None and github.summary_path and (service.records or service.unscored
+                                                       or regressions is not None):
         from .outputs.github import append_summary, step_summary
 
         try:

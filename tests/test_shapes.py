@@ -520,3 +520,21 @@ def test_unpinned_checklists_are_counted_per_pin_entry_not_per_parameter(pyteste
     result.stdout.fnmatch_lines(["unpinned checklists: 4 (review and pin them*"])
     result = pytester.runpytest("--bineval-update-checklists")
     result.stdout.fnmatch_lines(["pinned checklists written: 4"])
+
+
+def test_a_run_of_unscored_tests_only_reaches_every_output(pytester: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found in review: the bineval_checklist fixture's missing task was pytest's UsageError (not counted), and
+    the GitHub job summary was written only when some test had been scored."""
+    make_project(pytester)
+    pytester.makepyfile(test_fixture="def test_checklist_without_a_task(bineval_checklist):\n    pass\n")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
+    result = pytester.runpytest("--bineval-report=report.json")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "NOT SCORED test_fixture.py::test_checklist_without_a_task: NoTaskError: pytest-bineval needs the task*",
+        "tests not scored: 1 (errored before any evaluation)",
+    ])
+    assert report_of(pytester).totals.unscored_tests == 1
+    assert "**1 test not scored** (errored before any evaluation)." in (pytester.path / "summary.md").read_text()
