@@ -127,22 +127,44 @@ class Engine:
                                       question_first=question_first, prompt=prompt or self._judge_prompt,
                                       explain=explain or self.settings.explain)
 
-        try:
-            if repeats == 1:
+        if repeats == 1:
+            try:
                 result = await once(0, concurrency)
-            else:
-                # Every repeat asks the whole checklist again, with its own cache entries; hosted models share
-                # the concurrency among the repeats, the embedded model takes them one after the other.
-                started = asyncio.get_running_loop().time()
-                if embedded:
-                    runs = [await once(k, 1) for k in range(repeats)]
-                else:
-                    limit = max(1, concurrency // repeats)
-                    runs = list(await asyncio.gather(*(once(k, limit) for k in range(repeats))))
-                result = combine_repeats(runs, seconds=asyncio.get_running_loop().time() - started)
-        except InputTooLargeError as exc:  # what finding out cost is spent all the same
-            self.add_usage(_usage_of_error(exc))
-            raise
+            except InputTooLargeError as exc:  # what finding out cost is spent all the same
+                self.add_usage(_usage_of_error(exc))
+                raise
+            self.add_usage(result.usage)
+            return result
+        # Every repeat asks the whole checklist again, with its own cache entries; hosted models share the
+        # concurrency among the repeats, the embedded model takes them one after the other.
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        outcomes: list[Evaluation | BaseException] = []
+        if embedded:
+            for k in range(repeats):  # a repeat that raised: the repeats after it are not asked
+                try:
+                    outcomes.append(await once(k, 1))
+                except Exception as exc:
+                    outcomes.append(exc)
+                    break
+        else:
+            limit = max(1, concurrency // repeats)
+            # return_exceptions: gather waits for every repeat (a plain gather would return at the first exception
+            # and leave the others running, their requests uncounted); a cancellation of aevaluate() still cancels
+            # them all.
+            outcomes = list(await asyncio.gather(*(once(k, limit) for k in range(repeats)), return_exceptions=True))
+        runs = [o for o in outcomes if isinstance(o, Evaluation)]
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        if failures:
+            # what the finished repeats and the failed ones spent is spent all the same
+            usage = Usage.total([*(r.usage for r in runs), *(_usage_of_error(e) for e in failures)])
+            usage.seconds = loop.time() - started
+            self.add_usage(usage)
+            failure = next((e for e in failures if isinstance(e, InputTooLargeError)), failures[0])
+            if isinstance(failure, InputTooLargeError):
+                raise InputTooLargeError(str(failure), usage) from failure
+            raise failure
+        result = combine_repeats(runs, seconds=loop.time() - started)
         self.add_usage(result.usage)
         return result
 

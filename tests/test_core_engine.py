@@ -383,6 +383,50 @@ async def test_input_too_large_on_one_question_leaves_no_question_running_and_co
     assert (engine.usage.llm_calls, engine.usage.failed_requests) == (len(asked), 1)
 
 
+@pytest.mark.asyncio
+async def test_input_too_large_in_one_repeat_leaves_no_repeat_running_and_counts_every_request(
+        fake: ScriptedModel, cache_dir: Path) -> None:
+    """With repeats, one question too large: the error is raised once every repeat has finished (no repeat left
+    sending requests in the background), and the engine's total, like the error's usage, counts every request
+    of every repeat, the failed ones included."""
+    import asyncio
+
+    from pytest_bineval.llm.client import import_litellm
+
+    litellm = import_litellm()
+    checklist = make_checklist(4, ("consistency",))
+    too_large = checklist.questions[1].text
+
+    first_answers: list[Request] = []
+
+    def answers(req: Request) -> Any:
+        if req.question == too_large:
+            return litellm.ContextWindowExceededError(message="prompt of 9000 tokens exceeds the context of 8192",
+                                                      model="judge", llm_provider=fake.provider)
+        # one repeat's first question is answered at once (that repeat raises first); the other repeats are still
+        # waiting for theirs when it does
+        first_answers.append(req)
+        return 0.01 if len(first_answers) == 1 else 0.3
+
+    fake.answers = answers
+    engine = Engine(Settings(**opts(fake, cache_dir, cache="off", concurrency=8, repeats=3, explain="none")))
+    try:
+        with pytest.raises(InputTooLargeError, match="9000 tokens") as info:
+            await engine.aevaluate(SUMMARY, checklist, ARTICLE)
+        ours = ("aevaluate.<locals>", "judge.<locals>")
+        pending = [t.get_coro().__qualname__ for t in asyncio.all_tasks()
+                   if not t.done() and any(n in t.get_coro().__qualname__ for n in ours)]
+        in_flight = fake._in_flight
+        await asyncio.sleep(0.5)  # a repeat left running would go on asking
+    finally:
+        engine.close()
+    assert pending == [] and in_flight == 0
+    asked = len(fake.requests)
+    assert asked >= 3  # every repeat asked, the question too large among them
+    assert (engine.usage.llm_calls, engine.usage.failed_requests) == (asked, 3)
+    assert (info.value.usage.llm_calls, info.value.usage.failed_requests) == (asked, 3)
+
+
 def test_empty_output_is_still_asked_every_question(fake: ScriptedModel, cache_dir: Path) -> None:
     fake.answers = lambda r: "no" if r.output == "" else "yes"
     result = evaluate("", make_checklist(4), ARTICLE, **opts(fake, cache_dir))
