@@ -7,15 +7,14 @@ the default settings apply.
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .dimensions import BUILTIN, DimensionsArg, default_threshold, parse_dimensions
+from .dimensions import DimensionsArg, default_threshold, did_you_mean, parse_dimensions
 from .errors import BinevalAssertionError, BinevalJudgeError, NoTaskError, UsageError
 from .models import SCORE_KINDS, STRATEGIES, Checklist, Evaluation, ScoreKind
 from .qworld import DEFAULT_TASK
@@ -60,31 +59,15 @@ def thresholds_for(names: list[str], *layers: Threshold | None) -> dict[str, flo
     return out
 
 
-def check_threshold_keys(names: list[str], known: Iterable[str], explicit: Threshold | None,
-                         *others: tuple[str, Threshold | None]) -> None:
-    """A threshold key that names no dimension would be silently ignored (``fluncy=0.4``): a usage error instead.
-
-    ``threshold=`` of this assertion may name only the dimensions it checks. The marker's and the command
-    line's keys are shared by many tests, so a key this assertion does not evaluate is fine unless it looks like
-    a typo: it names no built-in dimension and none of this checklist's, yet is close to one of them."""
+def check_threshold_keys(names: list[str], explicit: Threshold | None) -> None:
+    """A key of the assertion's own ``threshold=`` that names a dimension it does not check would be silently
+    ignored (``{"fluncy": 0.4}``): a usage error instead. (The marker's and the command line's keys are shared by
+    many tests: the run's summary notes a key that no evaluation checked, see ``BinevalService.threshold_notes``.)"""
     if isinstance(explicit, Mapping):
         for key in explicit:
             if key != "*" and key not in names:
                 raise UsageError(f"threshold={{{key!r}: ...}} names a dimension this assertion does not check "
-                                 f"(it checks: {', '.join(names)}){_did_you_mean(key, names)}")
-    candidates = sorted({*BUILTIN, *known, *names})
-    for origin, layer in others:
-        if not isinstance(layer, Mapping):
-            continue
-        for key in layer:
-            if key != "*" and key not in candidates and (hint := _did_you_mean(key, candidates)):
-                raise UsageError(f"{origin} sets a threshold for {key!r}, a dimension no checklist here has"
-                                 f"{hint}")
-
-
-def _did_you_mean(key: str, names: Iterable[str]) -> str:
-    close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)
-    return f"; did you mean {close[0]!r}?" if close else ""
+                                 f"(it checks: {', '.join(names)}){did_you_mean(key, names)}")
 
 
 def _fmt(score: float | None) -> str:
@@ -216,10 +199,9 @@ async def _aprepare(output: Any, dimension: DimensionsArg, source: Any, task: st
     if ctx is not None:
         layers += [ctx.marker.threshold, ctx.service.options.threshold]
     thresholds = thresholds_for(names, *layers)
-    check_threshold_keys(names, checklist.dimensions, threshold,
-                         *((("the bineval marker", ctx.marker.threshold),
-                            ("--bineval-threshold (or the bineval_threshold ini key)", ctx.service.options.threshold))
-                           if ctx is not None else ()))
+    check_threshold_keys(names, threshold)
+    if ctx is not None:
+        ctx.service.note_threshold_keys(names, ctx.marker.threshold)
     if ctx is not None:
         evaluation = await ctx.service.engine.aevaluate(output, selected, source, model=model)
     else:

@@ -7,8 +7,9 @@ users add their own as ``{"name": "definition"}``.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import ArgumentTypeError, UsageError
@@ -55,6 +56,12 @@ DEFAULT_THRESHOLD = 0.7  # for dimensions of your own
 
 DimensionsArg = Sequence[str | Mapping[str, str]] | Mapping[str, str] | str | None
 _NAME = re.compile(r"[A-Za-z][\w-]{0,40}")
+
+
+def did_you_mean(name: str, names: Iterable[str]) -> str:
+    """``; did you mean 'fluency'?`` when ``name`` is close to one of ``names`` (a typo), else empty."""
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def default_threshold(name: str) -> float:

@@ -281,7 +281,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         optimized: list[OptimizeOutcome] = config.stash.get(OPTIMIZED, [])
         for text, markup in optimize_lines(optimized):
             terminalreporter.write_line(text, **markup)
-    notes: list[str] = [*config.stash.get(NOTES, [])]
+    notes: list[str] = [*config.stash.get(NOTES, []), *service.threshold_notes()]
     if service.options.fail_on_regression and not service.options.baseline:
         notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")
     for note in notes:

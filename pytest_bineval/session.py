@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .dimensions import DimensionsArg, resolve_dimensions
+from .dimensions import BUILTIN, DimensionsArg, did_you_mean, resolve_dimensions
 from .engine import Engine, run_sync
 from .errors import PinError, UsageError
 from .markers import MarkerArgs
@@ -154,6 +154,8 @@ class BinevalService:
     failed_tests: set[str] = field(default_factory=set)  # ids of the tests whose call failed (or errored)
     unscored: list[UnscoredTest] = field(default_factory=list)  # tests that errored before any record
     rerun_evaluations: int = 0  # records of attempts a re-run plugin replaced (dropped from records)
+    dimensions_checked: set[str] = field(default_factory=set)  # by any assertion of the run
+    marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
     # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
     started_ns: int = field(default_factory=time.time_ns)
@@ -276,6 +278,26 @@ class BinevalService:
             self.on_record(rec)
         return rec
 
+    def note_threshold_keys(self, names: list[str], marker_threshold: Threshold | None) -> None:
+        """What an assertion checked and which keys its marker's threshold has (for :meth:`threshold_notes`)."""
+        with self._lock:
+            self.dimensions_checked.update(names)
+            if isinstance(marker_threshold, Mapping):
+                self.marker_threshold_keys.update(marker_threshold)
+
+    def threshold_notes(self) -> list[str]:
+        """A per-dimension threshold key of the markers or the command line that no assertion of the run checked
+        (a typo such as ``fluncy=0.4`` would otherwise leave the default threshold in force without a word)."""
+        if not self.dimensions_checked:
+            return []
+        cli = self.options.threshold
+        sources = (("--bineval-threshold (or the bineval_threshold ini key)", set(cli) if isinstance(cli, dict)
+                    else set()), ("@pytest.mark.bineval(threshold=...)", self.marker_threshold_keys))
+        known = sorted(self.dimensions_checked | set(BUILTIN))
+        return [f"bineval: {origin} sets a threshold for {key!r}, which no assertion of this run checks"
+                f"{did_you_mean(key, known)}"
+                for origin, keys in sources for key in sorted(keys - {"*"} - self.dimensions_checked)]
+
     def unscored_error(self, ctx: TestContext, error: str, message: str) -> None:
         """The test errored (a bineval error) and no record of it says why: keep it for the totals and reports."""
         if any(r.outcome == "error" for r in ctx.records):
@@ -326,6 +348,8 @@ class BinevalService:
             "failed_tests": sorted(self.failed_tests),
             "unscored": [u.model_dump(mode="json") for u in self.unscored],
             "rerun_evaluations": self.rerun_evaluations,
+            "dimensions_checked": sorted(self.dimensions_checked),
+            "marker_threshold_keys": sorted(self.marker_threshold_keys),
         })
 
     def merge_worker(self, payload: str) -> None:
@@ -335,6 +359,8 @@ class BinevalService:
         self.failed_tests.update(data.get("failed_tests", []))
         self.unscored.extend(UnscoredTest.model_validate(u) for u in data.get("unscored", []))
         self.rerun_evaluations += int(data.get("rerun_evaluations", 0))
+        self.dimensions_checked.update(data.get("dimensions_checked", []))
+        self.marker_threshold_keys.update(data.get("marker_threshold_keys", []))
         self.worker_usage.append(Usage.model_validate(data["usage"]))
 
     def close(self) -> None:
