@@ -22,8 +22,8 @@ class Prompt:
     """A chat prompt: a system section, optional example turns, and the final user turn.
 
     ``guard`` (an evaluator prompt of your own, see :func:`check_judge_prompt`): the tags neutralised in the values
-    of the untrusted placeholders (``UNTRUSTED_PLACEHOLDERS``) when they are filled in: the markers and every tag the
-    prompt itself closes, so that an output cannot close the prompt's own delimiters either.
+    of the untrusted placeholders (``UNTRUSTED_PLACEHOLDERS``) when they are filled in: the markers and the prompt's
+    own tags that enclose those placeholders, so that an output cannot close the prompt's own delimiters either.
     """
 
     name: str
@@ -115,8 +115,30 @@ def check_judge_prompt(prompt: Prompt) -> Prompt:
 
 # The placeholders of untrusted text (the output under test, the source), and the marker that encloses each.
 UNTRUSTED_PLACEHOLDERS = {"output": "response", "source": "input"}
-# A tag the prompt closes (``</answer_text>``): a delimiter of its own.
-_CLOSING_TAG = re.compile(r"<\s*/\s*([A-Za-z](?:[\w.\-]*\w)?)\s*>")
+# A tag as a prompt template writes it: (slash, name, rest); ``<answer_text>``, ``</answer_text>``, ``<b class="x">``.
+_TEMPLATE_TAG = re.compile(r"<\s*(/?)\s*([A-Za-z](?:[\w.\-]*\w)?)(\s[^<>]*)?>")
+
+
+def _enclosing_tags(body: str) -> set[str]:
+    """The names (lower case) of the tags of ``body`` that enclose an ``{{output}}`` / ``{{source}}``: for a
+    placeholder, a name whose last tag before it is an opening one and whose first tag after it is a closing one
+    (``<answer_text>{{output}}</answer_text>``: the prompt's own delimiter). Tags that open and close elsewhere
+    (``<b>bold</b>`` in the instructions) enclose nothing."""
+    tags = [(m.start(), bool(m.group(1)), m.group(2).lower()) for m in _TEMPLATE_TAG.finditer(body)
+            if not (m.group(3) or "").rstrip().endswith("/")]  # <br/> opens nothing
+    names: set[str] = set()
+    for p in _PLACEHOLDER.finditer(body):
+        if p.group(1) not in UNTRUSTED_PLACEHOLDERS:
+            continue
+        last_before: dict[str, bool] = {}  # name -> is its last tag before the placeholder a closing one
+        first_after: dict[str, bool] = {}
+        for at, closing, name in tags:
+            if at < p.start():
+                last_before[name] = closing
+            else:
+                first_after.setdefault(name, closing)
+        names |= {n for n, closing in last_before.items() if not closing and first_after.get(n)}
+    return names
 
 
 def _enclosed(body: str, start: int, end: int) -> bool:
@@ -137,9 +159,10 @@ def delimit_untrusted(prompt: Prompt) -> Prompt:
     Each ``{{output}}`` / ``{{source}}`` that is not already enclosed in marker tags (``<response>`` ...
     ``</response>``, ``<input>`` ... ``</input>``: the packaged judge.md's) is written enclosed in its marker
     (``Output: {{output}}`` becomes ``Output: <response>``, ``{{output}}``, ``</response>`` on three lines), and
-    the values of those placeholders have the marker tags and every tag the prompt closes itself
-    (``</answer_text>``) neutralised (:func:`delimit`): an output can close neither the package's delimiters nor
-    the prompt's own.
+    the values of those placeholders have the marker tags and the prompt's own tags that enclose a placeholder
+    (``<answer_text>{{output}}</answer_text>``) neutralised (:func:`delimit`): an output can close neither the
+    package's delimiters nor the prompt's own. Other tags of the prompt (``<b>bold</b>`` in its instructions) are
+    left alone in the values: an HTML output reaches the judge as it was written.
     """
     def wrap(body: str) -> str:
         out: list[str] = []
@@ -153,7 +176,7 @@ def delimit_untrusted(prompt: Prompt) -> Prompt:
         return "".join(out) + body[last:]
 
     turns = tuple((role, wrap(body)) for role, body in prompt.turns)
-    own = sorted({name.lower() for _, body in turns for name in _CLOSING_TAG.findall(body)} - set(MARKER_NAMES))
+    own = sorted({name for _, body in turns for name in _enclosing_tags(body)} - set(MARKER_NAMES))
     return Prompt(prompt.name, turns, guard=_tag_pattern((*MARKER_NAMES, *own)))
 
 
