@@ -376,10 +376,14 @@ class Totals(BaseModel):
 
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0,
-           regressions: RegressionReport | None = None, unscored: int = 0, reruns: int = 0) -> Totals:
+           regressions: RegressionReport | None = None, unscored: int = 0, reruns: int = 0,
+           unpinned: int | None = None) -> Totals:
+        """``unpinned``: the pin entries a run's unpinned or stale checklists would be (the plugin knows them);
+        None: estimated from the records."""
         recs = list(records)
         diff = regressions or RegressionReport(baseline="")
-        unpinned = {_pin_key(r) for r in recs if r.checklist_status in ("unpinned", "stale")}
+        if unpinned is None:
+            unpinned = len({_pin_key(r) for r in recs if r.checklist_status in ("unpinned", "stale")})
         return cls(
             evaluations=len(recs),
             unscored_tests=unscored,
@@ -397,7 +401,7 @@ class Totals(BaseModel):
             cost_usd=usage.cost_usd,
             unpriced_requests=usage.unpriced_requests,
             structured_output=dict(usage.structured_output),
-            unpinned_checklists=len(unpinned),
+            unpinned_checklists=unpinned,
             pinned_checklists_written=pins_written,
             unstable_questions=sum(len(r.unstable()) for r in recs),
             regressions=len(diff.changes("regression")),
@@ -412,9 +416,10 @@ def _pin_key(rec: EvaluationRecord) -> tuple[str, ...]:
     """Which pin entry a record's checklist would be: one per test function (its parameters share the pin file)
     and task; criteria written per question (qworld) are one entry per question."""
     base = rec.test.split("[", 1)[0]
+    dims = tuple(sorted({q.dimension for q in rec.questions}))
     if rec.strategy == "bineval":
-        return (base, rec.task, rec.strategy)
-    return (base, rec.task, rec.strategy, *sorted(q.text for q in rec.questions))
+        return (base, rec.task, rec.strategy, *dims)
+    return (base, rec.task, rec.strategy, *dims, *sorted(q.text for q in rec.questions))
 
 
 class ReportSettings(BaseModel):

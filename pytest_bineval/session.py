@@ -155,6 +155,7 @@ class BinevalService:
     unscored: list[UnscoredTest] = field(default_factory=list)  # tests that errored before any record
     rerun_evaluations: int = 0  # records of attempts a re-run plugin replaced (dropped from records)
     dimensions_checked: set[str] = field(default_factory=set)  # by any assertion of the run
+    unpinned: set[str] = field(default_factory=set)  # pin entries (pins.entry_id) of unpinned or stale checklists
     marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
     # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
@@ -237,7 +238,9 @@ class BinevalService:
         ``strategy="qworld"``/``"qworld-lite"``: criteria written for ``question`` (one pin per question)."""
         dims = resolve_dimensions(dimensions) if strategy == "bineval" else qworld_dimensions(dimensions)
         if ctx.pin_path is None:
-            return await self._agenerate(task, dims, strategy, question), "unpinned"
+            checklist = await self._agenerate(task, dims, strategy, question)
+            self.unpinned.add(entry_id(Path(ctx.nodeid), checklist))
+            return checklist, "unpinned"
         found, stale = PinFile.read(ctx.pin_path).find(task, dims, ctx.test_name, question=question,
                                                        strategy=strategy)
         update, strict = self.options.update_checklists, self.options.strict
@@ -259,6 +262,7 @@ class BinevalService:
                 self.pins_written.append(entry_id(ctx.pin_path, checklist))  # one per checklist, not per file
             self._memo[self._memo_key(task, dims, strategy, question)] = checklist
             return checklist, "written"
+        self.unpinned.add(entry_id(ctx.pin_path, checklist))  # what --bineval-update-checklists would write
         return checklist, "stale" if stale else "unpinned"
 
     def record(self, ctx: TestContext, evaluation: Evaluation, thresholds: dict[str, float], checklist: Checklist,
@@ -327,7 +331,8 @@ class BinevalService:
 
     def totals(self) -> Totals:
         return Totals.of(self.records, self.usage(), pins_written=len(set(self.pins_written)),
-                         regressions=self.regressions, unscored=len(self.unscored), reruns=self.rerun_evaluations)
+                         regressions=self.regressions, unscored=len(self.unscored), reruns=self.rerun_evaluations,
+                         unpinned=len(self.unpinned))
 
     def report_document(self, optimized: list[OptimizeOutcome] | None = None) -> ReportDocument:
         s = self.engine.settings
@@ -349,6 +354,7 @@ class BinevalService:
             "unscored": [u.model_dump(mode="json") for u in self.unscored],
             "rerun_evaluations": self.rerun_evaluations,
             "dimensions_checked": sorted(self.dimensions_checked),
+            "unpinned": sorted(self.unpinned),
             "marker_threshold_keys": sorted(self.marker_threshold_keys),
         })
 
@@ -360,6 +366,7 @@ class BinevalService:
         self.unscored.extend(UnscoredTest.model_validate(u) for u in data.get("unscored", []))
         self.rerun_evaluations += int(data.get("rerun_evaluations", 0))
         self.dimensions_checked.update(data.get("dimensions_checked", []))
+        self.unpinned.update(data.get("unpinned", []))
         self.marker_threshold_keys.update(data.get("marker_threshold_keys", []))
         self.worker_usage.append(Usage.model_validate(data["usage"]))
 

@@ -527,11 +527,21 @@ def test_unpinned_checklists_are_counted_per_pin_entry_not_per_parameter(pyteste
             assert_passes(f"summary {n}", dimension="fluency")
     ''')
     pytester.makepyfile(test_cases=CASES)  # three tasks: three checklists
+    pytester.makepyfile(test_two_dims='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_case(n):  # one task, two dimensions asked apart: two checklists (found in review)
+            assert_passes(f"summary {n}", dimension="fluency")
+            assert_passes(f"summary {n}", dimension="coherence")
+    ''')
     result = pytester.runpytest()
-    result.assert_outcomes(passed=6)
-    result.stdout.fnmatch_lines(["unpinned checklists: 4 (review and pin them*"])
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(["unpinned checklists: 6 (review and pin them*"])
     result = pytester.runpytest("--bineval-update-checklists")
-    result.stdout.fnmatch_lines(["pinned checklists written: 4"])
+    result.stdout.fnmatch_lines(["pinned checklists written: 6"])
 
 
 def test_a_run_of_unscored_tests_only_reaches_every_output(pytester: pytest.Pytester,
