@@ -13,6 +13,12 @@ from pytest_bineval.testing import ScriptedModel
 
 _provider_ids = itertools.count(1)
 
+# pytester's in-process runs drop the modules first imported during a run, and numpy (under llama_cpp) cannot be
+# imported twice in one process ("cannot load module more than once per process"): the first in-process run that
+# loaded the embedded model would break every later real-model test of this worker. Import it up front.
+if importlib.util.find_spec("llama_cpp") is not None:
+    import llama_cpp  # noqa: F401
+
 
 @pytest.fixture
 def fake() -> ScriptedModel:

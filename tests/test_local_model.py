@@ -282,6 +282,27 @@ def test_missing_llama_cpp_says_what_to_install(monkeypatch: pytest.MonkeyPatch,
     assert INSTALL in str(info.value)
 
 
+def test_an_installed_llama_cpp_that_fails_to_import_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found in this suite: numpy under llama_cpp cannot be imported twice in a process; the error said
+    "not installed" and hid the cause."""
+    import builtins
+
+    from pytest_bineval.llm.local import _import_llama_cpp
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("the [local] extra (llama-cpp-python) is not installed")
+    real_import = builtins.__import__
+
+    def failing_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "llama_cpp":
+            raise ImportError("cannot load module more than once per process")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", failing_import)
+    with pytest.raises(MissingExtraError, match="installed but cannot be imported: cannot load module more than once"):
+        _import_llama_cpp()
+
+
 # --------------------------------------------------------------------------------------------------
 # the decoding loop of the embedded model (llm/local.py)
 

@@ -75,6 +75,9 @@ def _import_llama_cpp() -> Any:
     try:
         import llama_cpp
     except ImportError as exc:
+        if importlib.util.find_spec("llama_cpp") is not None:  # installed, but its import failed: say why
+            raise MissingExtraError(f"llama-cpp-python is installed but cannot be imported: {exc}\n"
+                                    f"Reinstall it with:  {INSTALL_HINT}") from exc
         raise MissingExtraError(
             "the embedded judge needs llama-cpp-python, which is not installed.\n"
             f"Install it with:  {INSTALL_HINT}\n"
