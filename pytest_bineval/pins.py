@@ -14,7 +14,7 @@ One run pins one checklist per entry (:func:`pin_in_run`): the first test of the
 checklist it was judged with; every later test of the run that pins the same entry, in any pytest-xdist worker
 (whose own checklist of the task may differ: workers generate independently), adopts the pinned checklist and is
 judged with it, so every test listed under an entry was judged with exactly that checklist. Which entries the run
-has written is kept in marker files in the temporary directory (see :func:`pin_in_run`), not in the pin files.
+has written is kept in marker files in the cache directory (see :func:`pin_in_run`), not in the pin files.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -223,18 +222,15 @@ def pin(path: Path, checklist: Checklist, test: str) -> bool:
 
 
 # Markers of the entries written recently: one small file per entry (named by a digest of the pin file's absolute
-# path, the entry's identity and dimensions) holding the time it was written; older than a day, they are removed.
-_MARKER_TTL = 24 * 3600
+# path, the entry's identity and dimensions) holding the time it was written, in the run's cache directory (the
+# project's own, shared by its xdist workers; not a shared temporary directory another user could plant files in);
+# markers older than a week are removed.
+_MARKER_TTL = 7 * 24 * 3600
 
 
-def _marker_dir() -> Path:
-    user = str(os.getuid()) if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
-    return Path(tempfile.gettempdir()) / f"pytest-bineval-{user}" / "pinned"
-
-
-def _marker(path: Path, checklist: Checklist) -> Path:
+def _marker(marker_dir: Path, path: Path, checklist: Checklist) -> Path:
     digest = hashlib.sha256(entry_id(path.resolve(), checklist).encode("utf-8", "surrogatepass")).hexdigest()
-    return _marker_dir() / digest
+    return marker_dir / digest
 
 
 def _written_since(marker: Path, since_ns: int) -> bool:
@@ -247,7 +243,7 @@ def _written_since(marker: Path, since_ns: int) -> bool:
 def _mark(marker: Path) -> None:
     """Record that the entry was written now (best effort: without a marker, a later test re-pins as before)."""
     try:
-        marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        marker.parent.mkdir(parents=True, exist_ok=True)
         new = not marker.exists()
         marker.write_text(str(time.time_ns()), encoding="ascii")
         if not new:
@@ -261,7 +257,8 @@ def _mark(marker: Path) -> None:
         pass
 
 
-def pin_in_run(path: Path, checklist: Checklist, test: str, *, since_ns: int) -> tuple[Checklist, bool]:
+def pin_in_run(path: Path, checklist: Checklist, test: str, *, since_ns: int,
+               marker_dir: Path) -> tuple[Checklist, bool]:
     """Pin ``checklist`` for ``test``, unless the entry for its task and dimensions was written in this run: then
     list ``test`` under that entry and return its checklist, the one to judge ``test`` with (an adopted checklist).
     Returns (the pinned checklist, whether the file changed).
@@ -272,7 +269,7 @@ def pin_in_run(path: Path, checklist: Checklist, test: str, *, since_ns: int) ->
     pinned is rewritten. (Two update runs at once on one project share their pins the same way. A worker that
     pytest-xdist restarts after a crash starts later: it rewrites the entries it pins.) The check and the write
     happen under the pin directory's lock, so two workers never both write an entry."""
-    marker = _marker(path, checklist)
+    marker = _marker(marker_dir, path, checklist)
     with _locked(path.parent):
         pins = PinFile.read(path)
         existing = pins.entry_of(checklist)

@@ -257,7 +257,8 @@ class BinevalService:
         if update:
             # another test of this run (another xdist worker) may have pinned this task already, with a checklist
             # of its own: this test is judged with the pinned one, and so are this process's next tests
-            checklist, changed = pin_in_run(ctx.pin_path, checklist, ctx.test_name, since_ns=self.started_ns)
+            checklist, changed = pin_in_run(ctx.pin_path, checklist, ctx.test_name, since_ns=self.started_ns,
+                                            marker_dir=Path(self.engine.settings.cache_dir) / "pins-written")
             if changed:
                 self.pins_written.append(entry_id(ctx.pin_path, checklist))  # one per checklist, not per file
             self._memo[self._memo_key(task, dims, strategy, question)] = checklist

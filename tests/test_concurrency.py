@@ -95,6 +95,8 @@ def test_xdist_workers_judge_every_test_of_a_pin_with_the_pinned_checklist(pytes
     for e in evaluations:
         assert [q.text for q in e.questions] == pinned_questions, e.test
         assert [v.question for v in e.verdicts] == pinned_questions, e.test
+    # what the run pinned is marked in the project's cache directory, not in a shared temporary directory
+    assert len(list((pytester.path / ".bineval_cache" / "pins-written").iterdir())) == 1
     # the pin is used as written: --bineval-strict passes without writing any checklist
     pytester.runpytest("--bineval-strict", "--bineval-cache=off").assert_outcomes(passed=8)
 
