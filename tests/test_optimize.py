@@ -338,6 +338,7 @@ def test_optimize_updates_the_prompt_and_the_next_run_passes(pytester: pytest.Py
         "    score 0.50 (share of yes), failing verdicts 1, * -> * characters",
         "    lesson [applied] Copy every number exactly.",
         "    review with `git diff`; history: *gen.md.optimize.json",
+        "    optimizer requests: 2, cache hits: 0, tokens: * prompt + * completion, cost: *",  # note + update
     ])
     assert "for a busy reader. Copy every number exactly." in prompt.read_text()
     again = pytester.runpytest("--color=no", "--bineval-optimize")

@@ -262,4 +262,10 @@ def optimize_lines(results: Sequence[OptimizeOutcome]) -> list[Line]:
                 lines.append((f"        edit not applied: {lesson['rejected_edit']}", {}))
         if r.status in ("updated", "rolled back"):
             lines.append((f"    review with `git diff`; history: {r.history}", {}))
+        u = r.usage
+        if u.llm_calls or u.cache_hits:  # the optimizer's own requests: not in the bineval summary's totals
+            failed = f" ({u.failed_requests} failed)" if u.failed_requests else ""
+            lines.append((f"    optimizer requests: {u.llm_calls}{failed}, cache hits: {u.cache_hits}, tokens: "
+                          f"{u.prompt_tokens} prompt + {u.completion_tokens} completion, cost: "
+                          f"{cost_text(u.cost_usd, u.unpriced_requests)}", {}))
     return lines
