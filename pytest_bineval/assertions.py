@@ -202,7 +202,6 @@ async def _aprepare(output: Any, dimension: DimensionsArg, source: Any, task: st
     check_threshold_keys(names, threshold)
     if ctx is not None:
         ctx.service.note_threshold_keys(names, ctx.marker.threshold)
-    if ctx is not None:
         evaluation = await ctx.service.engine.aevaluate(output, selected, source, model=model)
     else:
         from . import aevaluate

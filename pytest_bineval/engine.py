@@ -104,7 +104,7 @@ class Engine:
                 concurrency=1 if is_embedded(name) else self.settings.concurrency,
             )
         except BinevalError as exc:  # the failed requests were made all the same
-            self.add_usage(_usage_of_error(exc))
+            self.add_usage(_judge.usage_of_error(exc))
             raise
         self.add_usage(usage)
         return result
@@ -131,7 +131,7 @@ class Engine:
             try:
                 result = await once(0, concurrency)
             except InputTooLargeError as exc:  # what finding out cost is spent all the same
-                self.add_usage(_usage_of_error(exc))
+                self.add_usage(_judge.usage_of_error(exc))
                 raise
             self.add_usage(result.usage)
             return result
@@ -139,25 +139,21 @@ class Engine:
         # concurrency among the repeats, the embedded model takes them one after the other.
         loop = asyncio.get_running_loop()
         started = loop.time()
-        outcomes: list[Evaluation | BaseException] = []
+        runs: list[Evaluation] = []
+        failures: list[BaseException] = []
         if embedded:
             for k in range(repeats):  # a repeat that raised: the repeats after it are not asked
                 try:
-                    outcomes.append(await once(k, 1))
+                    runs.append(await once(k, 1))
                 except Exception as exc:
-                    outcomes.append(exc)
+                    failures.append(exc)
                     break
         else:
             limit = max(1, concurrency // repeats)
-            # return_exceptions: gather waits for every repeat (a plain gather would return at the first exception
-            # and leave the others running, their requests uncounted); a cancellation of aevaluate() still cancels
-            # them all.
-            outcomes = list(await asyncio.gather(*(once(k, limit) for k in range(repeats)), return_exceptions=True))
-        runs = [o for o in outcomes if isinstance(o, Evaluation)]
-        failures = [o for o in outcomes if isinstance(o, BaseException)]
+            runs, failures = await _judge.settle([once(k, limit) for k in range(repeats)])
         if failures:
             # what the finished repeats and the failed ones spent is spent all the same
-            usage = Usage.total([*(r.usage for r in runs), *(_usage_of_error(e) for e in failures)])
+            usage = Usage.total([*(r.usage for r in runs), *(_judge.usage_of_error(e) for e in failures)])
             usage.seconds = loop.time() - started
             self.add_usage(usage)
             failure = next((e for e in failures if isinstance(e, InputTooLargeError)), failures[0])
@@ -183,16 +179,6 @@ class Engine:
         if self.cache is not None:
             self.cache.close()
 
-
-def _usage_of_error(exc: BaseException) -> Usage:
-    """The usage an exception (or the one it was raised from) carries."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        usage = getattr(seen, "usage", None)
-        if isinstance(usage, Usage):
-            return usage
-        seen = seen.__cause__
-    return Usage()
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

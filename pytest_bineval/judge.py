@@ -28,14 +28,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from .errors import ArgumentTypeError, CallError, InputTooLargeError
 from .llm.client import LLMClient
 from .llm.parsing import answer_at
 from .models import Checklist, Evaluation, ExplainMode, Question, Usage, Verdict, wants_explanation
 from .prompting import Prompt, delimit, load_follow_up, load_prompt
+
+T = TypeVar("T")
 
 EXPLANATION_MAX = 200  # characters kept of an explanation
 ANSWER_MAX_TOKENS = 16  # an answer-only JSON reply: {"answer": "yes"} is ~6 tokens
@@ -251,12 +254,9 @@ async def judge(
 
     loop = asyncio.get_running_loop()
     started = loop.time()
-    # return_exceptions: gather waits for every question (a plain gather would return at the first exception and
-    # leave the others running, their requests uncounted); a cancellation of judge() still cancels them all.
-    outcomes = await asyncio.gather(*(ask(q) for q in checklist.questions), return_exceptions=True)
-    results = [o for o in outcomes if isinstance(o, tuple)]
-    failures = [o for o in outcomes if isinstance(o, BaseException)]
-    usage = Usage.total([*(u for _, u in results), *(_usage_of(e) for e in failures)])
+    outcomes, failures = await settle([ask(q) for q in checklist.questions])
+    results = [o for o in outcomes if o is not None]  # None: not asked, another question had raised
+    usage = Usage.total([*(u for _, u in results), *(usage_of_error(e) for e in failures)])
     usage.seconds = loop.time() - started
     if failures:
         exc = next((e for e in failures if isinstance(e, InputTooLargeError)), failures[0])
@@ -276,7 +276,20 @@ async def judge(
     )
 
 
-def _usage_of(exc: BaseException) -> Usage:
-    """What the requests of a question that raised had spent (an :class:`InputTooLargeError` says)."""
-    usage = getattr(exc, "usage", None)
-    return usage if isinstance(usage, Usage) else Usage()
+async def settle(aws: Sequence[Awaitable[T]]) -> tuple[list[T], list[BaseException]]:
+    """Await every one of ``aws``: their results (in order) and the exceptions raised. A plain gather returns at the
+    first exception and leaves the others running, their requests uncounted; a cancellation still cancels all."""
+    outcomes = await asyncio.gather(*aws, return_exceptions=True)
+    return ([o for o in outcomes if not isinstance(o, BaseException)],
+            [o for o in outcomes if isinstance(o, BaseException)])
+
+
+def usage_of_error(exc: BaseException) -> Usage:
+    """What the requests behind an exception had spent: the usage it (or the one it was raised from) carries."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        usage = getattr(seen, "usage", None)
+        if isinstance(usage, Usage):
+            return usage
+        seen = seen.__cause__
+    return Usage()
