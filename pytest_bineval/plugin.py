@@ -106,6 +106,7 @@ def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
         pin_path=pin_path(Path(path), item.nodeid.split("::", 1)[-1]) if path is not None else None,
     )
     item.stash[CONTEXT] = ctx
+    ctx.service.attempts[item.nodeid] = ctx.service.attempts.get(item.nodeid, 0) + 1  # see keep_last_attempt
     token = set_current(ctx)
     try:
         yield ctx

@@ -156,6 +156,7 @@ class BinevalService:
     rerun_evaluations: int = 0  # records of attempts a re-run plugin replaced (dropped from records)
     dimensions_checked: set[str] = field(default_factory=set)  # by any assertion of the run
     unpinned: set[str] = field(default_factory=set)  # pin entries (pins.entry_id) of unpinned or stale checklists
+    attempts: dict[str, int] = field(default_factory=dict)  # contexts made per running test (re-runs make more)
     marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
     # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
@@ -318,6 +319,9 @@ class BinevalService:
         kept_records = ctx.records if ctx is not None else []
         kept_unscored = ctx.unscored if ctx is not None else []
         with self._lock:
+            made = self.attempts.pop(nodeid, 0)
+            if made == 0 or (made == 1 and ctx is not None):
+                return  # one attempt (the usual case): nothing to replace, and no scan of the run's records
             stale = [r for r in self.records if r.test == nodeid and not any(r is k for k in kept_records)]
             if stale:
                 self.records[:] = [r for r in self.records if not any(r is s for s in stale)]
