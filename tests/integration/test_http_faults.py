@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from pytest_bineval import Checklist, Question, Settings
+from pytest_bineval.bench.reliability import SCENARIOS, VERDICT_YES, Scenario, run_scenario
 from pytest_bineval.engine import Engine, run_sync
-from pytest_bineval.faults import FaultServer, Received, Reply, completion, error_body
 from pytest_bineval.llm.client import BinevalEncodingWarning
 from pytest_bineval.llm.negotiation import FormatNegotiator
 from pytest_bineval.llm.retry import RetryPolicy, classify, parse_retry_after
 from pytest_bineval.record import EvaluationRecord, ReportDocument
-from pytest_bineval.reliability import SCENARIOS, VERDICT_YES, Scenario, run_scenario
 from pytest_bineval.testing import Request, ScriptedModel
+from pytest_bineval.testing.faults import FaultServer, Received, Reply, completion, error_body
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -111,7 +111,7 @@ def test_backoff_is_exponential_capped_and_jittered() -> None:
 def test_an_evaluation_has_a_total_deadline() -> None:
     """Eight questions that all hang, asked one at a time: the evaluation ends at its deadline
     (timeout * (retries + 1) + 1 s), not after 8 * 3 timeouts."""
-    from pytest_bineval.faults import Hang
+    from pytest_bineval.testing.faults import Hang
 
     with FaultServer(lambda req, i: Hang(30.0)) as server:
         engine = Engine(Settings(model="openai/fault", api_base=server.base_url, cache="off", concurrency=1,

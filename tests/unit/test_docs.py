@@ -12,7 +12,7 @@ import pytest
 
 from pytest_bineval.options import SPECS, dest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 

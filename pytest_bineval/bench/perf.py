@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .engine import Engine, Settings, run_sync
-from .errors import DataFileError
-from .models import Checklist, Evaluation, ExplainMode, Question
-from .settings import add_setting_arguments, settings_from_args
+from ..engine import Engine, Settings, run_sync
+from ..errors import DataFileError
+from ..models import Checklist, Evaluation, ExplainMode, Question
+from ..settings import add_setting_arguments, settings_from_args
 
 #: Settings perf does not take: it runs (a)-(c) without a cache and (e) in a temporary one, measures every explain
 #: mode, and generates no checklist. --repeats is perf's own (summaries per variant).
@@ -122,8 +122,8 @@ def _legacy_fields(obj: dict[str, Any]) -> tuple[str, str]:
 async def _legacy_evaluate(engine: Engine, checklist: Checklist, article: str, summary: str) -> Evaluation:
     """One evaluation in the request shape before answer-first judging (a JSON verdict with its explanation
     per question, answers and explanations alike), uncached, one question after the other."""
-    from .judge import judge_messages
-    from .models import Usage, Verdict
+    from ..judge import judge_messages
+    from ..models import Usage, Verdict
 
     client = engine.client(engine.settings.judge_model).uncached()
     verdicts, usage = [], Usage()
@@ -146,8 +146,8 @@ def physical_limit(checklist: Checklist, article: str, before: str, summaries: l
     """(d): the embedded model's measured prompt-processing rate and decoding step, and the estimate per
     evaluation: (new prefix tokens + the questions' own tokens) / rate + one decoding step per question.
     ``before``: the summary evaluated just before the first of ``summaries`` (its prefix is in the KV cache)."""
-    from .judge import ANSWER_PREFILL, judge_messages
-    from .llm.providers import embedded_model
+    from ..judge import ANSWER_PREFILL, judge_messages
+    from ..llm.providers import embedded_model
 
     model = embedded_model()
 
@@ -186,7 +186,7 @@ def measure(settings: Settings, data: Path, questions: int, repeats: int, *, col
             article_index: int = 0) -> dict[str, Any]:
     """Every figure of the table (see the module doc); ``cold``: also the fresh-process measurements;
     ``article_index``: which SummEval article (in file order) the summaries are about."""
-    from .llm.local import is_embedded
+    from ..llm.local import is_embedded
 
     article, summaries = load_summaries(data, article_index, repeats + 1)
     warmup, summaries = summaries[0], summaries[1:]
@@ -300,7 +300,7 @@ def _pytest(project: Path, *args: str, plain: bool = False) -> float:
 def cold_start(settings: Settings, data: Path) -> dict[str, Any]:
     """Fresh-process figures: process start to first verdict (natural and by phase), and a fully cached run of
     20 assertions vs a plain pytest run of the same tests (best of 3 each)."""
-    from .llm.local import is_embedded
+    from ..llm.local import is_embedded
 
     article, summaries = load_summaries(data, 0, 2)
     spec = {"model": settings.judge_model, "embedded": is_embedded(settings.judge_model), "task": TASK,

@@ -5,77 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-
-from pytest_bineval.record import ReportDocument
+from support import CONFTEST, MANY, PASS_AND_FAIL, Q, make_project, report_of
 
 pytest_plugins = ["pytester"]
-
-# The fake judge says "no" to every question whose text is listed in NO, raises for those in BOOM,
-# and answers "no" to everything when the judged prompt does not carry the task in TASK_MUST_CONTAIN.
-CONFTEST = '''
-import os
-from pytest_bineval.testing import ScriptedModel
-
-NO = {no!r}
-BOOM = {boom!r}
-TASK_MUST_CONTAIN = {task_must_contain!r}
-
-def answer(req):
-    if req.question in BOOM:
-        return RuntimeError("provider exploded: 503")
-    if TASK_MUST_CONTAIN and TASK_MUST_CONTAIN not in req.user:
-        return "no"
-    return "no" if req.question in NO else "yes"
-
-FAKE = ScriptedModel(provider="pfake", answers=answer).register()
-'''
-
-Q = "Does the response meet {} check {}?"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _litellm_imported_once() -> None:
-    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
-    from pytest_bineval.llm.client import import_litellm
-
-    import_litellm()
-
-
-def make_project(pytester: pytest.Pytester, *, no: tuple[str, ...] = (), boom: tuple[str, ...] = (),
-                 task_must_contain: str = "", ini: str = "") -> None:
-    pytester.makeconftest(CONFTEST.format(no=set(no), boom=set(boom), task_must_contain=task_must_contain))
-    pytester.makeini(textwrap.dedent(f"""
-        [pytest]
-        bineval_model = pfake/judge
-        asyncio_default_fixture_loop_scope = function
-        {ini}
-    """))
-
-
-def report_of(pytester: pytest.Pytester, name: str = "report.json") -> ReportDocument:
-    """The run's --bineval-report, read back through ReportDocument.load (the typed round trip)."""
-    return ReportDocument.load(pytester.path / name)
-
-
-PASS_AND_FAIL = '''
-import pytest
-
-from pytest_bineval import assert_passes
-
-@pytest.mark.bineval(task="Summarize the article.")
-def test_good():
-    ev = assert_passes("A fine summary.", dimension="fluency", source="An article.")
-    assert ev.scores["fluency"] == 1.0
-
-@pytest.mark.bineval(task="Summarize the article.")
-def test_bad():
-    assert_passes("A wrong summary.", dimension=["consistency", "fluency"], source="An article.")
-'''
-
 
 QUIET_INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
 
@@ -456,18 +391,6 @@ def test_async_variant_in_pytest_asyncio(pytester: pytest.Pytester) -> None:
                 await assert_passes_async("x", dimension="coherence")
     ''')
     pytester.runpytest("-p", "asyncio").assert_outcomes(passed=1)
-
-
-# Four parametrized evaluations that pass: with PASS_AND_FAIL, enough tests for two xdist workers to share.
-MANY = '''
-import pytest
-from pytest_bineval import assert_passes
-
-@pytest.mark.parametrize("i", range(4))
-@pytest.mark.bineval(task="Summarize the article.")
-def test_many(i):
-    assert_passes(f"summary {i}", dimension="fluency")
-'''
 
 
 def test_xdist_two_workers_merge_one_summary_and_report(pytester: pytest.Pytester) -> None:

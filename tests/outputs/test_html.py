@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_plugin import MANY
+from support import MANY
 
 from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Usage, Verdict

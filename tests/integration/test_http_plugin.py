@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval.faults import FaultServer, Received, Reply, completion, error_body
+from pytest_bineval.testing.faults import FaultServer, Received, Reply, completion, error_body
 
 pytest_plugins = ["pytester"]
 

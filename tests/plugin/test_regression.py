@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hand_written import REAL_CHECKLIST
+from support import REAL_CHECKLIST
 
 from pytest_bineval.models import Evaluation, Verdict
 from pytest_bineval.record import EvaluationRecord, ReportDocument, text_digest

@@ -58,7 +58,7 @@ def test_example_workflow_saves_the_baseline_on_main_and_compares_pull_requests(
     from pathlib import Path
 
     yaml = pytest.importorskip("yaml")  # installed with litellm
-    path = Path(__file__).parent.parent / "example_project" / ".github" / "workflows" / "llm-tests.yml"
+    path = Path(__file__).parents[2] / "example_project" / ".github" / "workflows" / "llm-tests.yml"
     steps = {s.get("name"): s for s in yaml.safe_load(path.read_text())["jobs"]["llm-tests"]["steps"]}
     restore = steps["Restore the baseline report of main"]
     save = steps["Save the baseline report"]

@@ -13,7 +13,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from test_plugin import PASS_AND_FAIL, Q, _litellm_imported_once, make_project, report_of  # noqa: F401 (autouse)
+from support import PASS_AND_FAIL, Q, make_project, report_of
 
 from pytest_bineval.errors import BinevalError, PinError
 from pytest_bineval.models import Checklist, Question

@@ -3,7 +3,7 @@
 It serves ``POST /v1/chat/completions`` (and ``GET /v1/models``) and answers each request as its
 ``respond`` function says: a JSON body with any status and headers, raw bytes, a hang, or a reset
 connection. It records every request it receives, so a test can compare the number of requests the
-server saw with the number the plugin counted. The fault matrix (:mod:`pytest_bineval.reliability`)
+server saw with the number the plugin counted. The fault matrix (:mod:`pytest_bineval.bench.reliability`)
 and the tests use it; nothing in it reaches a network beyond the loopback interface.
 """
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .engine import Engine, run_sync
-from .errors import BinevalError, UsageError
-from .qworld import DEFAULT_TASK, QworldConfig, parse_widths
-from .settings import Settings, add_setting_arguments, settings_from_args
-from .similarity import DEFAULT_THRESHOLDS, Similarity, make_similarity, opposite
+from ..engine import Engine, run_sync
+from ..errors import BinevalError, UsageError
+from ..qworld import DEFAULT_TASK, QworldConfig, parse_widths
+from ..settings import Settings, add_setting_arguments, settings_from_args
+from ..similarity import DEFAULT_THRESHOLDS, Similarity, make_similarity, opposite
 
 PAPER_TABLE_7 = [
     # method, calls per question, total tokens per question (HealthBench, 100 questions, GPT-4.1)
@@ -334,7 +334,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         out = json.dumps([r.__dict__ for r in rows], indent=2)
     print(out)
     if args.out:
-        from .files import write_text_atomic
+        from ..files import write_text_atomic
 
         write_text_atomic(args.out, out + "\n")
     return 0 if not any(r.error for r in rows) else 2

@@ -1,0 +1,30 @@
+"""Fakes for testing a suite that uses pytest-bineval, offline and without a judge model.
+
+- :class:`ScriptedModel`: a scripted judge (and checklist writer, note-taker, Qworld) with the replies you choose,
+  reached through the plugin's real request path (``--bineval-model fake/judge``);
+- :class:`FaultServer`: an OpenAI-compatible HTTP server on 127.0.0.1 that answers what you script (replies,
+  errors, hangs, resets) and records what it received;
+- :mod:`pytest_bineval.testing.project`: a pytester helper that writes a project using a scripted judge and runs it.
+
+See docs/testing.md. Importing this package imports neither litellm nor a model.
+"""
+
+from __future__ import annotations
+
+from .faults import Action, FaultServer, Hang, Received, Reply, Reset, completion, error_body, wait_until
+from .scripted import Request, Rule, ScriptedModel
+
+__all__ = [
+    "Action",
+    "FaultServer",
+    "Hang",
+    "Received",
+    "Reply",
+    "Request",
+    "Reset",
+    "Rule",
+    "ScriptedModel",
+    "completion",
+    "error_body",
+    "wait_until",
+]

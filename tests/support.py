@@ -1,0 +1,106 @@
+"""Helpers shared by the test modules (none imports another test module): the scripted project of the plugin
+tests and the hand-written checklist of the real-judge tests."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_bineval.record import ReportDocument
+
+# A hand-written checklist for the tests that run the real embedded judge (no generation call): the 135M
+# model's own checklists are generic, and a pinned hand-written one keeps those runs short and reproducible.
+REAL_CHECKLIST: dict[str, Any] = {
+    "task": "Summarize the article in one sentence.",
+    "dimensions": {"consistency": "The summary states only facts from the article."},
+    "requirements": ["The summary states only facts from the article."],
+    "questions": [
+        {"id": "consistency-1", "dimension": "consistency", "text": "Does the summary name the city mentioned in "
+         "the article?", "no_example": "", "requirement": ""},
+        {"id": "consistency-2", "dimension": "consistency", "text": "Is every number in the summary also in the "
+         "article?", "no_example": "", "requirement": ""},
+        {"id": "consistency-3", "dimension": "consistency", "text": "Does the summary say when the bridge "
+         "opened?", "no_example": "", "requirement": ""},
+    ],
+    "model": "hand-written",
+    "prompt_version": "1",
+}
+
+
+# The fake judge says "no" to every question whose text is listed in NO, raises for those in BOOM,
+# and answers "no" to everything when the judged prompt does not carry the task in TASK_MUST_CONTAIN.
+CONFTEST = '''
+import os
+from pytest_bineval.testing import ScriptedModel
+
+NO = {no!r}
+BOOM = {boom!r}
+TASK_MUST_CONTAIN = {task_must_contain!r}
+
+def answer(req):
+    if req.question in BOOM:
+        return RuntimeError("provider exploded: 503")
+    if TASK_MUST_CONTAIN and TASK_MUST_CONTAIN not in req.user:
+        return "no"
+    return "no" if req.question in NO else "yes"
+
+FAKE = ScriptedModel(provider="pfake", answers=answer).register()
+'''
+
+Q = "Does the response meet {} check {}?"
+
+
+def make_project(pytester: pytest.Pytester, *, no: tuple[str, ...] = (), boom: tuple[str, ...] = (),
+                 task_must_contain: str = "", ini: str = "") -> None:
+    pytester.makeconftest(CONFTEST.format(no=set(no), boom=set(boom), task_must_contain=task_must_contain))
+    pytester.makeini(textwrap.dedent(f"""
+        [pytest]
+        bineval_model = pfake/judge
+        asyncio_default_fixture_loop_scope = function
+        {ini}
+    """))
+
+
+def report_of(pytester: pytest.Pytester, name: str = "report.json") -> ReportDocument:
+    """The run's --bineval-report, read back through ReportDocument.load (the typed round trip)."""
+    return ReportDocument.load(pytester.path / name)
+
+
+PASS_AND_FAIL = '''
+import pytest
+
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_good():
+    ev = assert_passes("A fine summary.", dimension="fluency", source="An article.")
+    assert ev.scores["fluency"] == 1.0
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_bad():
+    assert_passes("A wrong summary.", dimension=["consistency", "fluency"], source="An article.")
+'''
+
+
+# Four parametrized evaluations that pass: with PASS_AND_FAIL, enough tests for two xdist workers to share.
+MANY = '''
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.parametrize("i", range(4))
+@pytest.mark.bineval(task="Summarize the article.")
+def test_many(i):
+    assert_passes(f"summary {i}", dimension="fluency")
+'''
+
+
+
+
+def shared_data_dir() -> Path:
+    """The benchmark data: ``$BINEVAL_DATA_DIR``, else ``../shared/data`` beside the repository (never copied in)."""
+    env = os.environ.get("BINEVAL_DATA_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
