@@ -188,7 +188,7 @@ async def _aprepare(output: Any, dimension: DimensionsArg, source: Any, task: st
             checklist, status = await ctx.service.achecklist_for(
                 ctx, found_task or DEFAULT_TASK, gen_dims, strategy=strategy, question=question)
         else:
-            from . import agenerate_checklist
+            from .api import agenerate_checklist
 
             checklist = await agenerate_checklist(found_task, gen_dims, model=model, strategy=strategy,
                                                   question=question)
@@ -204,7 +204,7 @@ async def _aprepare(output: Any, dimension: DimensionsArg, source: Any, task: st
         ctx.service.note_threshold_keys(names, ctx.marker.threshold)
         evaluation = await ctx.service.engine.aevaluate(output, selected, source, model=model)
     else:
-        from . import aevaluate
+        from .api import aevaluate
 
         evaluation = await aevaluate(output, selected, source, model=model)
     return _Prepared(evaluation, thresholds, ctx, selected, status, output, source, score_kind)

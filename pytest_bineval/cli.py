@@ -28,7 +28,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def cmd_checklist(args: argparse.Namespace) -> int:
-    from . import generate_checklist
+    from .api import generate_checklist
 
     dims: list[str | dict[str, str]] = []
     for d in args.dimension or []:
@@ -51,7 +51,8 @@ def cmd_checklist(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from . import Checklist, evaluate
+    from .api import evaluate
+    from .models import Checklist
 
     checklist = Checklist.model_validate_json(_read(args.checklist))
     output = _read(args.output)

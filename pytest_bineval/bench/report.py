@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..files import write_text_atomic
 from ..models import Usage
 from . import stats
