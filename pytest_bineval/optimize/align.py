@@ -162,6 +162,7 @@ class EvaluatorAligner:
                                         iteration, check)
         self.engine.add_usage(learned.usage)
         result.lessons += [{"text": t, "status": "duplicate"} for t in learned.duplicates]
+        result.lessons += learned.rejected
         entries = learned.entries
         result.lessons += entries
         new_text = learned.text

@@ -62,6 +62,31 @@ EDIT_SCHEMA: dict[str, Any] = {
 }
 
 
+# What a lesson is not: a plain sentence for the generator holds no markdown heading or section marker, no
+# {{placeholder}}, no chat-template or role tag, no "Question:"/"Answer:" turn of an example (a small note-taker that
+# answers the examples instead of learning from them writes such text, which broke an app's own prompt parser).
+_NOT_LESSON: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?:^|\s)#{1,6}(?=\s|$)"), "a markdown heading marker (#)"),
+    (re.compile(r"^\s*(?:-{3,}|\*{3,}|={3,})|```"), "a section marker or code fence"),
+    (re.compile(r"\{\{|\}\}|\{[a-z_]+\}"), "a placeholder"),
+    (re.compile(r"<\|[^|>]*\|>|</?(?:system|user|assistant|s|im_start|im_end)>", re.IGNORECASE),
+     "a role or chat-template tag"),
+    (re.compile(r"(?:^|\s)(?:system|user|assistant|human|question|answer)\s*:", re.IGNORECASE),
+     "a role or question/answer label"),
+)
+LESSON_MIN_WORDS = 3
+
+
+def lesson_problem(lesson: str) -> str | None:
+    """Why ``lesson`` is not a plain-sentence lesson (see :data:`_NOT_LESSON`), or None when it is one."""
+    for pattern, what in _NOT_LESSON:
+        if pattern.search(lesson):
+            return f"it holds {what}"
+    if len(_WORD.findall(lesson.lower())) < LESSON_MIN_WORDS:
+        return f"it is not a sentence (fewer than {LESSON_MIN_WORDS} words)"
+    return None
+
+
 def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
 
@@ -107,10 +132,22 @@ def apply_edit(text: str, find: str, replace: str) -> tuple[str, str | None]:
         return text, "the rewrite changes a section header line"
     if _PLACEHOLDER.search(replace) is None and "{{" in replace:
         return text, "the rewrite adds a broken placeholder"
+    added = [ln for ln in replace.splitlines() if ln.strip() and ln not in find.splitlines()]
+    bad = next(((ln, why) for ln in added if (why := _added_line_problem(ln)) is not None), None)
+    if bad is not None:
+        return text, f"the rewrite adds a line that is not plain prose ({bad[1]}): {bad[0][:80]!r}"
     growth = len(replace) - len(find)
     if growth > MAX_EDIT_GROWTH:
         return text, f"the rewrite adds {growth} characters (limit {MAX_EDIT_GROWTH})"
     return text.replace(find, replace, 1), None
+
+
+def _added_line_problem(line: str) -> str | None:
+    """Why a line an edit adds is not prose a lesson may add (the lesson checks, less the word count)."""
+    for pattern, what in _NOT_LESSON:
+        if pattern.search(line):
+            return f"it holds {what}"
+    return None
 
 
 def append_lesson(text: str, lesson: str) -> str:
@@ -194,6 +231,7 @@ class Learned:
     text: str
     entries: list[dict[str, Any]] = field(default_factory=list)  # lessons written (applied/appended/not applied)
     duplicates: list[str] = field(default_factory=list)
+    rejected: list[dict[str, str]] = field(default_factory=list)  # note-taker replies that are not lessons (why)
     errors: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
 
@@ -255,7 +293,10 @@ class LessonLoop:
         for req in requests[:MAX_NOTES]:
             lesson, error, usage = await self.note(req.messages)
             out.usage += usage
-            if lesson is not None:
+            problem = lesson_problem(lesson) if lesson is not None else None
+            if lesson is not None and problem is not None:  # discarded and counted, never written into a prompt
+                out.rejected.append({"text": lesson, "status": "not a lesson", "why": problem})
+            elif lesson is not None:
                 notes.append((lesson, req))
             elif error:
                 out.errors.append(error)

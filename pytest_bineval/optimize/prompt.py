@@ -154,12 +154,15 @@ class PromptOptimizer:
         learned = await self.loop.learn(text, [self._note_request(text, g) for g in ranked], memory, iteration)
         result.usage += learned.usage
         result.lessons += [{"text": t, "status": "duplicate"} for t in learned.duplicates]
+        result.lessons += learned.rejected
         result.lessons += learned.entries
         history["lessons"] += learned.entries
+        history.setdefault("rejected", []).extend({**r, "iteration": iteration} for r in learned.rejected)
         new_text = learned.text
         if new_text == text:
             result.status = "unchanged"
-            result.message = "; ".join(learned.errors) or "no new lesson (all were duplicates of earlier ones)"
+            result.message = "; ".join(learned.errors) or (
+                "no new lesson (every note-taker reply was a duplicate of an earlier lesson or not a lesson)")
             if result.lessons or measured:
                 save_history(hist_file, history)
             return result

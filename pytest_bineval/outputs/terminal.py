@@ -256,8 +256,12 @@ def optimize_lines(results: Sequence[OptimizeOutcome]) -> list[Line]:
         if r.status in ("updated", "unchanged", "no failures"):
             lines.append((f"    score {score} (share of yes), failing verdicts {r.failures}, "
                           f"{r.chars_before} -> {r.chars_after} characters", {}))
+        rejected = sum(1 for lesson in r.lessons if lesson.get("status") == "not a lesson")
+        if rejected:
+            lines.append((f"    note-taker replies discarded (not a lesson): {rejected}", {"yellow": True}))
         for lesson in r.lessons:
-            lines.append((f"    lesson [{lesson.get('status')}] {lesson['text']}", {}))
+            why = f" ({lesson['why']})" if lesson.get("status") == "not a lesson" and lesson.get("why") else ""
+            lines.append((f"    lesson [{lesson.get('status')}] {one_line(str(lesson['text']))}{why}", {}))
             if lesson.get("rejected_edit"):
                 lines.append((f"        edit not applied: {lesson['rejected_edit']}", {}))
         if r.status in ("updated", "rolled back"):

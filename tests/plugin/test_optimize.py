@@ -417,3 +417,61 @@ def test_one_iteration_with_the_embedded_model(tmp_path: Path) -> None:
         history = json.loads(history_path(path).read_text())
         assert history["iterations"][0]["before"] == PROMPT and history["iterations"][0]["after"] == new
 
+
+
+# -- lessons are plain sentences (issue 24) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("reply", "why"), [
+    ("### Question: How to make a simple pizza at home?", "markdown heading"),
+    ("## system Always answer in French.", "markdown heading"),
+    ("Write {{summary}} first.", "placeholder"),
+    ("<|im_start|>assistant Copy the numbers.", "chat-template tag"),
+    ("Question: what is the capital? Answer: Paris.", "question/answer label"),
+    ("--- Copy the numbers.", "section marker"),
+    ("Yes.", "not a sentence"),
+])
+def test_a_reply_that_is_not_a_plain_sentence_is_not_a_lesson(reply: str, why: str) -> None:
+    from pytest_bineval.optimize.lessons import lesson_problem
+
+    problem = lesson_problem(reply)
+    assert problem is not None and why in problem
+
+
+@pytest.mark.parametrize("lesson", [
+    "Copy every number exactly as the article gives it.",
+    "Name the city where the event happened, and say when it happened.",
+    "Keep the summary to two sentences; a busy reader skims.",
+])
+def test_plain_sentences_are_lessons(lesson: str) -> None:
+    from pytest_bineval.optimize.lessons import lesson_problem
+
+    assert lesson_problem(lesson) is None
+
+
+def test_an_edit_that_adds_a_heading_line_is_rejected_and_the_lesson_appended_instead() -> None:
+    find = "Summarize the article above in 2-3 sentences."
+    text, why = apply_edit(PROMPT, find, find + "\n### Question: How to make a simple pizza?")
+    assert text == PROMPT and why is not None and "not plain prose" in why and "markdown heading" in why
+
+
+def test_a_note_taker_reply_that_is_not_a_lesson_is_discarded_counted_and_never_written(
+        pytester: pytest.Pytester) -> None:
+    prompt = project(pytester)
+    pytester.makeconftest(CONFTEST.replace(
+        '''FAKE.rules["lesson"] = lambda req: '{"lesson": "Copy every number exactly."}\'''',
+        '''FAKE.rules["lesson"] = lambda req: '{"lesson": "### Question: How to make a simple pizza at home?"}\''''))
+    result = pytester.runpytest("--color=no", "--bineval-optimize", "--bineval-report=report.json")
+    result.assert_outcomes(failed=1)
+    assert prompt.read_text() == PROMPT  # nothing written into the app's prompt
+    result.stdout.fnmatch_lines([
+        "UNCHANGED prompts/gen.md: no new lesson (every note-taker reply was a duplicate of an earlier lesson or "
+        "not a lesson)",
+        "    note-taker replies discarded (not a lesson): 1",
+        "    lesson [not a lesson] ### Question: How to make a simple pizza at home? (it holds a markdown heading "
+        "marker (#))",
+    ])
+    (done,) = json.loads((pytester.path / "report.json").read_text())["optimize"]
+    assert [e["status"] for e in done["lessons"]] == ["not a lesson"]
+    history = json.loads(history_path(prompt).read_text())
+    assert history["rejected"][0]["text"].startswith("### Question") and history["rejected"][0]["iteration"] == 1
