@@ -264,7 +264,11 @@ def optimize_lines(results: Sequence[OptimizeOutcome]) -> list[Line]:
         if r.iterations or r.held_out:
             lines.append((f"    tests: {len(r.train)} train, {len(r.held_out)} held-out", {}))
         for it in r.iterations:
-            verdict = "kept" if it.get("kept") else ("rolled back" if "kept" in it else "no candidate")
+            if "kept" not in it:  # the note-taker and updater made no new prompt: nothing was measured
+                lines.append((f"    iteration {it['iteration']}: no candidate (no new lesson for "
+                              f"{len(it.get('failing_before', []))} failing question(s))", {}))
+                continue
+            verdict = "kept" if it.get("kept") else "rolled back"
             lines.append((f"    iteration {it['iteration']}: {verdict}; train {_score2(it.get('train_before'))} -> "
                           f"{_score2(it.get('train_after'))}, held-out {_score2(it.get('held_out_before'))} -> "
                           f"{_score2(it.get('held_out_after'))}, {it.get('chars_before')} -> "
