@@ -141,7 +141,9 @@ class IterativeOptimizer:
                     measure_usage=spent.model_dump(mode="json"), kept=keep, why=why, after_digest=digest(candidate),
                     after=candidate,
                 )
-                memory += [str(e["text"]) for e in entry["lessons"] if e.get("status") in ("applied", "appended")]
+                written = [e for e in entry["lessons"] if e.get("status") in ("applied", "appended")]
+                entry["written"] = len(written)
+                memory += [str(e["text"]) for e in written]
                 self._record(history, hist_file, entry, name, result)
                 if not keep:
                     stop = f"iteration {iteration} was rolled back: {why}"

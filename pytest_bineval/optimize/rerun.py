@@ -126,7 +126,7 @@ def _score(value: Any) -> str:
 
 def iteration_line(name: str, entry: dict[str, Any]) -> str:
     """One line per iteration, shown as it ends: scores, prompt length, lessons, requests and cost."""
-    applied = sum(1 for e in entry.get("lessons", []) if e.get("status") in ("applied", "appended"))
+    applied = entry.get("written", 0)  # lessons written into the candidate (a rollback retires them afterwards)
     rejected = entry.get("rejected", 0)
     u = entry.get("measure_usage") or {}
     o = entry.get("optimizer_usage") or {}
@@ -138,5 +138,5 @@ def iteration_line(name: str, entry: dict[str, Any]) -> str:
             f"train {_score(entry.get('train_before'))} -> {_score(entry.get('train_after'))}, "
             f"held-out {_score(entry.get('held_out_before'))} -> "
             f"{_score(entry.get('held_out_after'))}; prompt {entry.get('chars_before')} -> "
-            f"{entry.get('chars_after', entry.get('chars_before'))} characters; lessons applied {applied}, "
+            f"{entry.get('chars_after', entry.get('chars_before'))} characters; lessons written {applied}, "
             f"rejected {rejected}; requests {requests}, cost {cost}")

@@ -102,7 +102,7 @@ def test_several_iterations_run_in_one_session_and_the_best_prompt_is_kept(pytes
     result.assert_outcomes(failed=4)  # the run's own verdicts stand: they were made with the original prompt
     result.stdout.fnmatch_lines([
         "bineval optimize prompts/gen.md iteration 1: kept; train 0.33 -> 0.67, held-out 0.33 -> 0.67; prompt * -> * "
-        "characters; lessons applied 1, rejected 1; requests *, cost *",
+        "characters; lessons written 1, rejected 1; requests *, cost *",
         "bineval optimize prompts/gen.md iteration 2: kept; train 0.67 -> 1.00, held-out 0.67 -> 1.00; *",
         "*= bineval optimize =*",
         "UPDATED prompts/gen.md: 2 of 2 iteration(s) kept; train 0.333 -> 1.000, held-out 0.333 -> 1.000; stopped: "
