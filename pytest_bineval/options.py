@@ -51,9 +51,11 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                str, "PATH", "none"),
     OptionSpec("html", "html", "write a self-contained HTML report (verdict grid, plots, outputs) to PATH "
                "(relative to the rootdir)", str, "PATH", "none"),
-    OptionSpec("optimize", "optimize", "after the run, rewrite each generator prompt file named by "
-               "@pytest.mark.bineval(prompt=...) with lessons from its failing questions (one iteration of the "
-               "self-update loop)"),
+    OptionSpec("optimize", "optimize", "after the run, improve each generator prompt file named by "
+               "@pytest.mark.bineval(prompt=...): lessons from its train tests' failing questions, each candidate "
+               "judged by running the prompt's tests again (kept only if the held-out score does not drop)"),
+    OptionSpec("max-iterations", "max_iterations", "iterations of the --bineval-optimize loop per prompt file",
+               number_in(int, 1, 20, range_text="iterations are 1 to 20"), "N", 3),
     OptionSpec("baseline", "baseline", "compare this run with a previous --bineval-report JSON, question by "
                "question (relative to the rootdir)", str, "PATH", "none"),
     OptionSpec("fail-on-regression", "fail_on_regression", "fail the session when a question answered yes in the "

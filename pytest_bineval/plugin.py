@@ -29,6 +29,7 @@ OPTIMIZED = pytest.StashKey[list[OptimizeOutcome]]()
 GITHUB = pytest.StashKey[GithubEnv]()
 NOTES = pytest.StashKey[list[str]]()  # problems met after the run, shown in the terminal summary
 UNWRITTEN = pytest.StashKey[set[str]]()  # report options whose file could not be written
+OPTIMIZER = pytest.StashKey[Any]()  # the --bineval-optimize loop (optimize.rerun.OptimizeRunner), on the controller
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,6 +59,18 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[GITHUB] = github
     service.on_record = lambda record: config.hook.pytest_bineval_evaluated(config=config, record=record)
     config.stash[SERVICE] = service
+    if service.options.optimize and not _is_worker(config):
+        from .optimize.rerun import OptimizeRunner
+
+        def show(line: str) -> None:
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(line)
+
+        runner = OptimizeRunner(lambda: service, service.engine, config.rootpath, service.options.max_iterations,
+                                show=show)
+        config.stash[OPTIMIZER] = runner
+        config.pluginmanager.register(runner, "bineval-optimize")
     from .outputs import junit
 
     junit.register(config)  # --junitxml: a test that could not be scored is an <error>
@@ -208,9 +221,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     optimized: list[OptimizeOutcome] | None = None
     if service.options.optimize:
-        from .optimize import optimize_prompts
-
-        optimized = optimize_prompts(service.engine, service.records, config.rootpath)
+        optimized = config.stash[OPTIMIZER].finish(service.records)
         config.stash[OPTIMIZED] = optimized
     regressions = service.compare()
     if regressions is not None and regressions.failed and session.exitstatus == pytest.ExitCode.OK:

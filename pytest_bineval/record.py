@@ -441,7 +441,7 @@ class OptimizeOutcome(BaseModel):
     """What ``--bineval-optimize`` did to one generator prompt file."""
 
     prompt: str
-    status: str  # updated | unchanged | no failures | rolled back | error
+    status: str  # updated | unchanged | no failures | rolled back | not run | cut | error
     message: str = ""
     score: float | None = None
     failures: int = 0
@@ -450,6 +450,10 @@ class OptimizeOutcome(BaseModel):
     chars_after: int = 0
     history: str = ""
     usage: Usage = Field(default_factory=Usage)
+    train: list[str] = Field(default_factory=list, description="tests whose failures the lessons came from")
+    held_out: list[str] = Field(default_factory=list, description="tests that judged each candidate, unseen")
+    iterations: list[dict[str, Any]] = Field(default_factory=list, description="the loop's iterations, in order")
+    notes: list[str] = Field(default_factory=list)
 
 
 class ReportDocument(BaseModel):

@@ -50,6 +50,7 @@ class Options:
     report: str | None = None
     html: str | None = None
     optimize: bool = False
+    max_iterations: int = 3
     baseline: str | None = None
     fail_on_regression: bool = False
     regression_tolerance: float = 0.0

@@ -31,10 +31,17 @@ class EmptySummaryError(RuntimeError):
     """The model replied with nothing (or only whitespace)."""
 
 
-@cache
 def prompt_template(path: Path = PROMPT_PATH) -> tuple[tuple[str, str], ...]:
-    """The (role, text) turns of a prompt file: a ``## system`` and a ``## user`` section with {{article}}."""
-    parts = _SECTION.split(path.read_text(encoding="utf-8"))
+    """The (role, text) turns of a prompt file: a ``## system`` and a ``## user`` section with {{article}}.
+
+    Read at every call (parsed once per text): ``pytest --bineval-optimize`` measures a candidate prompt by writing
+    it into the file and running the tests again in the same session."""
+    return _parse_template(str(path), path.read_text(encoding="utf-8"))
+
+
+@cache
+def _parse_template(path: str, source: str) -> tuple[tuple[str, str], ...]:
+    parts = _SECTION.split(source)
     turns = tuple((parts[i], parts[i + 1].strip()) for i in range(1, len(parts) - 1, 2))
     if [role for role, _ in turns] != ["system", "user"] or "{{article}}" not in turns[1][1]:
         raise ValueError(f"{path} needs a '## system' and a '## user' section with {{{{article}}}}")

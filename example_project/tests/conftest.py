@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from summarizer import summarize
+from summarizer import PROMPT_PATH, summarize
 
 DATA = Path(__file__).parent / "data"
 
@@ -32,12 +32,14 @@ def articles() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def summary_of(articles: dict[str, str]) -> Callable[[str], str]:
-    """``summary_of(name)``: the app's summary of an article, made once per session and shared by tests."""
-    made: dict[str, str] = {}
+    """``summary_of(name)``: the app's summary of an article, made once per session and prompt text and shared by
+    tests (``--bineval-optimize`` runs the tests again with a candidate prompt in the file)."""
+    made: dict[tuple[str, str], str] = {}
 
     def get(name: str) -> str:
-        if name not in made:
-            made[name] = summarize(articles[name])
-        return made[name]
+        key = (name, PROMPT_PATH.read_text(encoding="utf-8"))
+        if key not in made:
+            made[key] = summarize(articles[name])
+        return made[key]
 
     return get

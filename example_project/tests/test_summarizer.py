@@ -26,7 +26,7 @@ pytestmark = pytest.mark.bineval(dimensions=["consistency", "relevance", "fluenc
 
 
 # prompt=: the generator prompt that made these outputs; `pytest --bineval-optimize` rewrites it with
-# lessons from the failing questions (one iteration per run; see README.md).
+# lessons from the failing questions of the train tests, measured on held-out ones (docs/optimize-and-align.md).
 @pytest.mark.bineval(prompt="prompts/summarize.md")
 @pytest.mark.parametrize("name", ARTICLES)
 def test_summary(name: str, articles: dict[str, str], summary_of: Callable[[str], str]) -> None:

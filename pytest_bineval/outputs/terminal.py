@@ -237,6 +237,10 @@ def regression_lines(r: RegressionReport) -> list[Line]:
     return lines
 
 
+def _score2(value: object) -> str:
+    return "n/a" if not isinstance(value, (int, float)) else f"{float(value):.2f}"
+
+
 def optimize_lines(results: Sequence[OptimizeOutcome]) -> list[Line]:
     """(text, markup) lines of the ``--bineval-optimize`` section: one block per prompt file."""
     if not results:
@@ -247,7 +251,8 @@ def optimize_lines(results: Sequence[OptimizeOutcome]) -> list[Line]:
         )]
     styles: dict[str, dict[str, bool]] = {
         "updated": {"green": True, "bold": True}, "rolled back": {"yellow": True, "bold": True},
-        "error": {"red": True, "bold": True},
+        "error": {"red": True, "bold": True}, "cut": {"yellow": True, "bold": True},
+        "not run": {"yellow": True, "bold": True},
     }
     lines: list[Line] = []
     for r in results:
@@ -256,6 +261,20 @@ def optimize_lines(results: Sequence[OptimizeOutcome]) -> list[Line]:
         if r.status in ("updated", "unchanged", "no failures"):
             lines.append((f"    score {score} (share of yes), failing verdicts {r.failures}, "
                           f"{r.chars_before} -> {r.chars_after} characters", {}))
+        if r.iterations or r.held_out:
+            lines.append((f"    tests: {len(r.train)} train, {len(r.held_out)} held-out", {}))
+        for it in r.iterations:
+            if "kept" not in it:  # the note-taker and updater made no new prompt: nothing was measured
+                lines.append((f"    iteration {it['iteration']}: no candidate (no new lesson for "
+                              f"{len(it.get('failing_before', []))} failing question(s))", {}))
+                continue
+            verdict = "kept" if it.get("kept") else "rolled back"
+            lines.append((f"    iteration {it['iteration']}: {verdict}; train {_score2(it.get('train_before'))} -> "
+                          f"{_score2(it.get('train_after'))}, held-out {_score2(it.get('held_out_before'))} -> "
+                          f"{_score2(it.get('held_out_after'))}, {it.get('chars_before')} -> "
+                          f"{it.get('chars_after', it.get('chars_before'))} characters", {}))
+        for note in r.notes:
+            lines.append((f"    note: {note}", {"yellow": True}))
         rejected = sum(1 for lesson in r.lessons if lesson.get("status") == "not a lesson")
         if rejected:
             lines.append((f"    note-taker replies discarded (not a lesson): {rejected}", {"yellow": True}))

@@ -328,14 +328,18 @@ def test_without_the_option_nothing_is_written(pytester: pytest.Pytester) -> Non
 def test_optimize_updates_the_prompt_and_the_next_run_passes(pytester: pytest.Pytester) -> None:
     prompt = project(pytester)
     result = pytester.runpytest("--color=no", "--bineval-optimize", "--bineval-report=report.json")
-    result.assert_outcomes(failed=1)  # this run's verdicts stand; the prompt is changed for the next run
+    result.assert_outcomes(failed=1)  # this run's verdicts stand; the candidate was measured by a re-run
     (done,) = json.loads((pytester.path / "report.json").read_text())["optimize"]
     assert done["prompt"] == "prompts/gen.md" and done["status"] == "updated" and done["score"] == 0.5
     assert [e["status"] for e in done["lessons"]] == ["applied"] and done["usage"]["llm_calls"] == 2
     result.stdout.fnmatch_lines([
         "*= bineval optimize =*",
-        "UPDATED prompts/gen.md: 1 lesson(s) written into the prompt (iteration 1)",
+        "UPDATED prompts/gen.md: 1 of 1 iteration(s) kept; train 0.500 -> 1.000, held-out n/a -> n/a; stopped: no "
+        "failure of the train tests remains",
         "    score 0.50 (share of yes), failing verdicts 1, * -> * characters",
+        "    tests: 1 train, 0 held-out",
+        "    iteration 1: kept; train 0.50 -> 1.00, held-out n/a -> n/a, * characters",
+        "    note: 1 test(s) use this prompt: fewer than 4, so no held-out tests; *",
         "    lesson [applied] Copy every number exactly.",
         "    review with `git diff`; history: *gen.md.optimize.json",
         "    optimizer requests: 2, cache hits: 0, tokens: * prompt + * completion, cost: *",  # note + update
@@ -343,9 +347,10 @@ def test_optimize_updates_the_prompt_and_the_next_run_passes(pytester: pytest.Py
     assert "for a busy reader. Copy every number exactly." in prompt.read_text()
     again = pytester.runpytest("--color=no", "--bineval-optimize")
     again.assert_outcomes(passed=1)
-    again.stdout.fnmatch_lines(["NO FAILURES prompts/gen.md: every evaluation made with this prompt passed"])
+    again.stdout.fnmatch_lines(["UNCHANGED prompts/gen.md: 0 of 0 iteration(s) kept; *stopped: no failure of the "
+                                "train tests remains"])
     history = json.loads(history_path(prompt).read_text())
-    assert history["iterations"][0]["score_before"] == 0.5 and history["iterations"][0]["score_after"] == 1.0
+    assert history["iterations"][0]["train_before"] == 0.5 and history["iterations"][0]["train_after"] == 1.0
 
 
 def test_optimize_with_xdist_uses_the_workers_records(pytester: pytest.Pytester) -> None:
@@ -465,8 +470,8 @@ def test_a_note_taker_reply_that_is_not_a_lesson_is_discarded_counted_and_never_
     result.assert_outcomes(failed=1)
     assert prompt.read_text() == PROMPT  # nothing written into the app's prompt
     result.stdout.fnmatch_lines([
-        "UNCHANGED prompts/gen.md: no new lesson (every note-taker reply was a duplicate of an earlier lesson or "
-        "not a lesson)",
+        "UNCHANGED prompts/gen.md: 0 of 1 iteration(s) kept; *stopped: no new lesson",
+        "    iteration 1: no candidate (no new lesson for 1 failing question(s))",
         "    note-taker replies discarded (not a lesson): 1",
         "    lesson [not a lesson] ### Question: How to make a simple pizza at home? (it holds a markdown heading "
         "marker (#))",
