@@ -107,9 +107,10 @@ class Settings:
     cache_dir: str = field(default=".bineval_cache", metadata=_opt(
         "cache directory (in pytest: relative to the rootdir)", text_value, "DIR"))
     cache_url: str | None = field(default=None, repr=False, metadata=_opt(
-        "a reply cache in Redis shared by every runner, instead of the cache directory: redis://[:password@]host"
-        "[:port][/db], or rediss:// for TLS (the [redis] extra); read-only writes nothing there, a server that "
-        "cannot be reached is warned about and the run is judged without the cache", redis_url_value, "URL",
+        "a reply cache in Redis shared by every runner, instead of the cache directory: redis://host:port/db "
+        "(with :password@ before the host if needed), or rediss:// for TLS (the redis extra); read-only writes "
+        "nothing there, a server that cannot be reached is warned about and the run is judged without the cache",
+        redis_url_value, "URL",
         shown="none, the cache directory"))
     cache_prefix: str = field(default="bineval:", metadata=_opt(
         "with a Redis cache URL: the prefix of every key (runs with different prefixes share nothing)",

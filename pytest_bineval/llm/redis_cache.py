@@ -63,6 +63,8 @@ def display_url(url: str) -> str:
     elif user:
         user = f"{user}@"
     db = parts.path.strip("/") or "0"
+    with contextlib.suppress(ValueError):
+        db = urllib.parse.parse_qs(parts.query).get("db", [db])[0]  # redis-py reads ?db= over the path
     return f"{parts.scheme}://{user}{host}{port}/{db}"
 
 
@@ -74,8 +76,8 @@ def url_secrets(url: str) -> list[str]:
         found += urllib.parse.parse_qs(parts.query).get("password", [])
     except ValueError:
         return []
-    out = {s for s in found if s}
-    out |= {urllib.parse.quote(s, safe="") for s in out}  # as it may be written in the URL itself
+    plain = {urllib.parse.unquote(s) for s in found if s}  # what redis-py sends
+    out = plain | {s for s in found if s} | {urllib.parse.quote(s, safe="") for s in plain}  # and as written
     return sorted(out, key=len, reverse=True)
 
 

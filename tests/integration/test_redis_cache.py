@@ -391,6 +391,10 @@ def test_display_url_hides_the_password_and_the_query() -> None:
     assert display_url(f"rediss://ci:{PASSWORD}@cache.example:6380/3?password={PASSWORD}") == \
         "rediss://ci:***@cache.example:6380/3"
     assert display_url("redis://[::1]:6379") == "redis://[::1]:6379/0"
+    assert display_url("redis://127.0.0.1:6379/0?db=4") == "redis://127.0.0.1:6379/4"  # redis-py reads ?db=
+    # a password written %-quoted in the URL is hidden in both spellings in what an error says
+    cache = RedisCache("redis://:pa%40ss-word-1@127.0.0.1:6379/0")
+    assert cache._say(ValueError("auth pa@ss-word-1 / pa%40ss-word-1 failed")) == "ValueError: auth *** / *** failed"
     assert PASSWORD not in repr(Settings(cache_url=f"redis://:{PASSWORD}@127.0.0.1:6379/0"))
 
 
