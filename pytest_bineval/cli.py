@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import UsageError
 from .models import STRATEGIES
@@ -122,6 +123,43 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache_merge(args: argparse.Namespace) -> int:
+    """``bineval cache merge DIR... -o DIR``: exit 0 when every entry was copied, 1 when a source directory or
+    entry was skipped (said on stderr; the rest is merged), 2 on a usage error (nothing written)."""
+    from .llm.cache import merge_caches
+
+    outcome = merge_caches(args.sources, args.output)
+    for s in outcome.sources:
+        if s.error is not None:
+            print(f"bineval cache merge: skipped {s.directory}: {s.error}", file=sys.stderr)
+            if s.added == 0:
+                continue
+        print(f"{s.directory}: {s.added} entries added, {s.present} already in {outcome.target}")
+        if s.corrupt:
+            print(f"bineval cache merge: {s.directory}: {s.corrupt} unreadable entries skipped (not copied)",
+                  file=sys.stderr)
+    print(f"{outcome.target}: {outcome.entries} entries")
+    if not outcome.complete:
+        print("bineval cache merge: incomplete (see above): the entries that were read are merged; a skipped "
+              "entry is asked of the model again by the next run", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _add_cache_parser(sub: Any) -> None:
+    p = sub.add_parser("cache", help="tools for the reply cache directory (--bineval-cache-dir)")
+    cache_sub = p.add_subparsers(dest="cache_command", required=True)
+    p = cache_sub.add_parser(
+        "merge", help="combine the cache directories of several runners into one",
+        description="Copy every entry of the cache directories DIR... (e.g. the actions/cache directories of the "
+                    "shards of a suite) into the one given by -o, created when missing; an entry it holds already is "
+                    "kept. The sources are read, never changed. A directory or an entry that cannot be read is "
+                    "said and skipped: exit code 1 (the rest is merged); 0 when everything was merged.")
+    p.add_argument("sources", nargs="+", metavar="DIR", help="a cache directory to read")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="the cache directory to merge into")
+    p.set_defaults(func=cmd_cache_merge)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bineval", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -185,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "as --bineval-regression-tolerance)")
     p.add_argument("--html", metavar="OUT.html", required=True, help="the HTML file to write")
     p.set_defaults(func=cmd_report)
+
+    _add_cache_parser(sub)
 
     from .bench.perf import add_perf_parser
     from .bench.qworld_measure import add_qworld_parser

@@ -34,6 +34,15 @@ __all__ = ["Engine", "Settings", "run_sync"]
 T = TypeVar("T")
 
 
+def reply_cache(s: Settings) -> ResponseCache:
+    """The reply cache of the settings: Redis at ``cache_url`` when it is given, else the cache directory."""
+    if s.cache_url:
+        from .llm.redis_cache import RedisCache
+
+        return RedisCache(s.cache_url, s.cache, prefix=s.cache_prefix, ttl=s.cache_ttl)
+    return ResponseCache(Path(os.path.expanduser(s.cache_dir)), s.cache, ttl=s.cache_ttl)
+
+
 class Engine:
     """Generates checklists and evaluates outputs; keeps a running total of usage (every request made) and the
     session's structured-output negotiation (``formats``: what each model's provider accepts, learned once)."""
@@ -41,7 +50,7 @@ class Engine:
     def __init__(self, settings: Settings | None = None, *, cache: ResponseCache | None = None) -> None:
         self.settings = settings or Settings()
         if cache is None and self.settings.cache != "off":
-            cache = ResponseCache(Path(os.path.expanduser(self.settings.cache_dir)), self.settings.cache)
+            cache = reply_cache(self.settings)
         self.cache = cache
         self.usage = Usage()
         # assert_passes may run in several threads of one test (each with its event loop): the running total is

@@ -14,6 +14,7 @@ from typing import Any
 from .errors import UsageError
 from .llm.cache import CACHE_MODES, CacheMode
 from .llm.local import DEFAULT_MODEL
+from .llm.redis_cache import redis_url_value
 from .models import EXPLAIN_MODES, ExplainMode
 
 __all__ = ["CACHE_MODES", "EXPLAIN_MODES", "SETTING_SPECS", "CacheMode", "ExplainMode", "OptionSpec", "Settings",
@@ -105,6 +106,18 @@ class Settings:
         "reply cache: on, off, or read-only (CI runs that must not write)", choice(CACHE_MODES), "MODE"))
     cache_dir: str = field(default=".bineval_cache", metadata=_opt(
         "cache directory (in pytest: relative to the rootdir)", text_value, "DIR"))
+    cache_url: str | None = field(default=None, repr=False, metadata=_opt(
+        "a reply cache in Redis shared by every runner, instead of the cache directory: redis://host:port/db "
+        "(with :password@ before the host if needed), or rediss:// for TLS (the redis extra); read-only writes "
+        "nothing there, a server that cannot be reached is warned about and the run is judged without the cache",
+        redis_url_value, "URL",
+        shown="none, the cache directory"))
+    cache_prefix: str = field(default="bineval:", metadata=_opt(
+        "with a Redis cache URL: the prefix of every key (runs with different prefixes share nothing)",
+        text_value, "PREFIX"))
+    cache_ttl: int | None = field(default=None, metadata=_opt(
+        "seconds a cache entry is kept after it is written (in Redis and in the cache directory)", positive_int,
+        "SECONDS", shown="no expiry"))
     concurrency: int = field(default=8, metadata=_opt(
         "parallel requests to hosted models (the embedded model is serialized)", positive_int, "N"))
     timeout: float = field(default=120.0, metadata=_opt(

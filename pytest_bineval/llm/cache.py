@@ -7,11 +7,15 @@ the cache never crashes a run and never returns a wrong entry. In mode ``on`` a 
 opened is moved aside (nothing is deleted) and a fresh one is made. Mode ``read-only`` writes nothing at all:
 no file in the cache directory is created, modified or moved (the database is read as an SQLite snapshot,
 ``immutable=1``, without diskcache, which rewrites its settings when it opens a cache); a corrupt cache is
-ignored with a warning.
+ignored with a warning. ``ttl`` gives entries an expiry time (``--bineval-cache-ttl``).
+
+The same entries can live in Redis instead, shared by every runner of a suite (:mod:`.redis_cache`); for teams
+without one, :func:`merge_caches` (``bineval cache merge``) combines the directories of several runners.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -19,6 +23,8 @@ import sqlite3
 import time
 import urllib.parse
 import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,15 +50,24 @@ def cache_key(request: dict[str, Any]) -> str:
 
 
 class ResponseCache:
-    """Get and set JSON-able dicts by key; ``mode`` is ``on``, ``off`` or ``read-only``."""
+    """Get and set JSON-able dicts by key; ``mode`` is ``on``, ``off`` or ``read-only`` (only ``on`` writes);
+    ``ttl``: seconds an entry is kept after it is written (None: until it is removed).
 
-    def __init__(self, directory: str | os.PathLike[str], mode: CacheMode = "on") -> None:
-        if mode not in CACHE_MODES:
-            raise UsageError(f"cache mode must be one of {CACHE_MODES}, not {mode!r}")
+    The entries live in a diskcache directory; :class:`~pytest_bineval.llm.redis_cache.RedisCache` keeps the
+    same entries in Redis. A store is reached through :meth:`_fetch`, :meth:`_store` and :meth:`close`."""
+
+    def __init__(self, directory: str | os.PathLike[str], mode: CacheMode = "on", *,
+                 ttl: float | None = None) -> None:
+        self.mode: CacheMode = checked_mode(mode)
+        self.ttl = ttl
         self.directory = Path(directory)
-        self.mode: CacheMode = mode
         self._cache: Any = None
         self._broken = False
+
+    @property
+    def writes(self) -> bool:
+        """Whether entries are written (mode ``on``; every other mode leaves the store as it is)."""
+        return self.mode == "on"
 
     def _open(self) -> Any:
         if self._cache is not None or self._broken or self.mode == "off":
@@ -76,35 +91,37 @@ class ResponseCache:
                 self._broken = True
         return self._cache
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def _fetch(self, key: str) -> str | bytes | None:
+        """The stored text of ``key``, or None; raises for an entry that cannot be read."""
         cache = self._open()
-        if cache is None:
-            return None
+        return None if cache is None else cache.get(key)
+
+    def _store(self, key: str, text: str) -> None:
+        """Write ``text`` under ``key`` (only called when :attr:`writes`); raises when it cannot be written."""
+        cache = self._open()
+        if cache is not None:
+            cache.set(key, text, expire=self.ttl)
+
+    def get(self, key: str) -> dict[str, Any] | None:
         try:
-            raw = cache.get(key)
+            raw = self._fetch(key)
         except Exception as exc:
             self._warn(f"unreadable cache entry {key[:12]}… ({exc!r}); recomputing")
             return None
         if raw is None:
             return None
         try:
-            entry = json.loads(raw)
-            if entry.get("key") != key or not isinstance(entry.get("value"), dict):
-                raise ValueError("entry does not belong to this key")
+            value = decode_entry(key, raw)
         except Exception as exc:
             self._warn(f"corrupt cache entry {key[:12]}… ({exc!r}); recomputing")
             return None
-        value: dict[str, Any] = entry["value"]
         return value
 
     def set(self, key: str, value: dict[str, Any]) -> None:
-        if self.mode != "on":
-            return
-        cache = self._open()
-        if cache is None:
+        if not self.writes:
             return
         try:
-            cache.set(key, json.dumps({"key": key, "value": redact_obj(value)}, ensure_ascii=False))
+            self._store(key, encode_entry(key, value))
         except Exception as exc:
             self._warn(f"cannot write cache entry ({exc!r})")
 
@@ -116,6 +133,26 @@ class ResponseCache:
     @staticmethod
     def _warn(message: str) -> None:
         warnings.warn(message, BinevalCacheWarning, stacklevel=3)
+
+
+def checked_mode(mode: str) -> CacheMode:
+    if mode not in CACHE_MODES:
+        raise UsageError(f"cache mode must be one of {CACHE_MODES}, not {mode!r}")
+    return mode
+
+
+def encode_entry(key: str, value: dict[str, Any]) -> str:
+    """The stored text of an entry: JSON carrying its own key, the value redacted."""
+    return json.dumps({"key": key, "value": redact_obj(value)}, ensure_ascii=False)
+
+
+def decode_entry(key: str, raw: str | bytes) -> dict[str, Any]:
+    """The value stored as ``raw`` under ``key``; ValueError when it is not an entry of this key."""
+    entry = json.loads(raw)
+    if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("value"), dict):
+        raise ValueError("entry does not belong to this key")
+    value: dict[str, Any] = entry["value"]
+    return value
 
 
 class _Snapshot:
@@ -132,7 +169,17 @@ class _Snapshot:
             "AND (expire_time IS NULL OR expire_time > ?)", (key, time.time())).fetchone()
         if row is None:
             return None
-        mode, filename, value = row
+        return self._text(*row)
+
+    def rows(self) -> Iterator[tuple[Any, bool, float | None, Callable[[], str]]]:
+        """Every entry not expired: its key, whether diskcache stored the key as is (``raw``: every key of ours),
+        its expiry time, and a reader of its text (which raises for a value that is not text or is missing)."""
+        cursor = self._db.execute("SELECT key, raw, expire_time, mode, filename, value FROM Cache "
+                                  "WHERE expire_time IS NULL OR expire_time > ? ORDER BY rowid", (time.time(),))
+        for key, raw, expire_time, mode, filename, value in cursor:
+            yield key, bool(raw), expire_time, functools.partial(self._text, mode, filename, value)
+
+    def _text(self, mode: int, filename: str | None, value: Any) -> str:
         if mode == 1 and isinstance(value, str):  # diskcache MODE_RAW
             return value
         if mode == 3 and filename:  # diskcache MODE_TEXT: the value lives in a file of the directory
@@ -143,17 +190,113 @@ class _Snapshot:
         self._db.close()
 
 
-def _open_snapshot(directory: Path) -> _Snapshot | None:
-    """The cache at ``directory`` for reading only, or None (missing: silently; unreadable: with a warning)."""
+def _connect_snapshot(directory: Path) -> _Snapshot:
+    """The cache at ``directory`` for reading only; raises (OSError, sqlite3.Error) when it cannot be read."""
     path = directory / "cache.db"
     if not path.is_file():
-        return None
+        raise FileNotFoundError(f"{directory} holds no cache.db (not a cache directory)")
     uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?immutable=1"
+    db = sqlite3.connect(uri, uri=True, check_same_thread=False)
     try:
-        db = sqlite3.connect(uri, uri=True, check_same_thread=False)
-        db.execute("SELECT mode, filename, value FROM Cache LIMIT 1").fetchall()
+        db.execute("SELECT key, raw, expire_time, mode, filename, value FROM Cache LIMIT 1").fetchall()
+    except Exception:
+        db.close()
+        raise
+    return _Snapshot(directory, db)
+
+
+def _open_snapshot(directory: Path) -> _Snapshot | None:
+    """The cache at ``directory`` for reading only, or None (missing: silently; unreadable: with a warning)."""
+    if not (directory / "cache.db").is_file():
+        return None
+    try:
+        return _connect_snapshot(directory)
     except Exception as exc:
         warnings.warn(f"read-only cache at {directory} is unreadable ({exc!r}); ignored for this run (nothing "
-                      "was changed)", BinevalCacheWarning, stacklevel=4)
+                      "was changed)", BinevalCacheWarning, stacklevel=5)
         return None
-    return _Snapshot(directory, db)
+
+
+# -- bineval cache merge: per-shard cache directories into one ---------------------------------------------------
+@dataclass
+class MergedSource:
+    """What one source directory gave: ``added`` entries new in the target, ``present`` ones it held already,
+    ``corrupt`` entries skipped (unreadable, or not an entry of its key); ``error``: why the whole directory
+    was skipped."""
+
+    directory: Path
+    added: int = 0
+    present: int = 0
+    corrupt: int = 0
+    error: str | None = None
+
+
+@dataclass
+class MergeOutcome:
+    target: Path
+    sources: list[MergedSource] = field(default_factory=list)
+    entries: int = 0  # in the target, after the merge
+
+    @property
+    def complete(self) -> bool:
+        """Whether every entry of every source was read (no directory or entry skipped)."""
+        return all(s.error is None and s.corrupt == 0 for s in self.sources)
+
+
+def merge_caches(sources: Sequence[str | os.PathLike[str]], target: str | os.PathLike[str]) -> MergeOutcome:
+    """Copy every entry of the cache directories ``sources`` into the one at ``target`` (created if missing):
+    an entry the target holds already is kept as it is, expiry times are kept. The sources are read as
+    snapshots (nothing in them is changed); a directory that cannot be read is skipped and said in
+    :attr:`MergedSource.error`, an entry that cannot be read is counted in :attr:`MergedSource.corrupt`."""
+    import diskcache
+
+    out = Path(target)
+    resolved = out.resolve()
+    for source in sources:
+        if Path(source).resolve() == resolved:
+            raise UsageError(f"{source} is both a source and the target: merge into another directory (an "
+                             "existing cache given as -o keeps its entries)")
+    try:
+        cache = diskcache.Cache(str(out))
+    except Exception as exc:
+        raise UsageError(f"cannot open the target cache {out} ({exc!r}): give a new directory, or a cache "
+                         "directory that opens") from None
+    outcome = MergeOutcome(out)
+    try:
+        for source in sources:
+            merged = MergedSource(Path(source))
+            outcome.sources.append(merged)
+            try:
+                snapshot = _connect_snapshot(merged.directory)
+            except Exception as exc:
+                merged.error = str(exc) if isinstance(exc, FileNotFoundError) else f"unreadable ({exc!r})"
+                continue
+            try:
+                _merge_one(snapshot, cache, merged)
+            except sqlite3.Error as exc:  # a database damaged past its first rows: what was read is kept
+                merged.error = f"unreadable part way ({exc!r}); {merged.added} entries were copied before"
+            finally:
+                snapshot.close()
+        outcome.entries = len(cache)
+    finally:
+        cache.close()
+    return outcome
+
+
+def _merge_one(snapshot: _Snapshot, cache: Any, merged: MergedSource) -> None:
+    now = time.time()
+    with cache.transact():
+        for key, raw, expire_time, read in snapshot.rows():
+            try:
+                if not (raw and isinstance(key, str)):
+                    raise ValueError("not an entry of a bineval cache")
+                text = read()
+                decode_entry(key, text)
+            except Exception:
+                merged.corrupt += 1
+                continue
+            expire = None if expire_time is None else max(expire_time - now, 0.001)
+            if cache.add(key, text, expire=expire):
+                merged.added += 1
+            else:
+                merged.present += 1
