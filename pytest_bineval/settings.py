@@ -103,7 +103,9 @@ class Settings:
         "base URL of an OpenAI-compatible server for the models (e.g. http://127.0.0.1:8080/v1), instead of "
         "OPENAI_API_BASE", text_value, "URL", shown="the provider's own"))
     cache: CacheMode = field(default="on", metadata=_opt(
-        "reply cache: on, off, or read-only (CI runs that must not write)", choice(CACHE_MODES), "MODE"))
+        "reply cache: on, off, read-only (CI runs that must not write), or replay (read-only, and a reply not in "
+        "the cache is an error instead of a request: fork pull requests without the judge's key)",
+        choice(CACHE_MODES), "MODE"))
     cache_dir: str = field(default=".bineval_cache", metadata=_opt(
         "cache directory (in pytest: relative to the rootdir)", text_value, "DIR"))
     cache_url: str | None = field(default=None, repr=False, metadata=_opt(

@@ -30,6 +30,7 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from ..llm.server import SERVER_ALIAS, LlamaServer
 from ..testing.faults import Action, FaultServer, Hang, Received, Reply, Reset, completion, error_body
 
 R = TypeVar("R")
@@ -435,83 +436,6 @@ def kill_mid_write(directory: Path, *, after: float = 1.5) -> KillOutcome:
 
 
 # -- a real OpenAI-compatible server: llama.cpp's, serving the embedded GGUF ------------------------------------------
-
-SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
-SERVER_ALIAS = "smollm2"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class LlamaServer:
-    """``python -m llama_cpp.server`` with the embedded GGUF on 127.0.0.1 at a free port: ready within
-    ``startup`` seconds or an error with its log; stopped by its pid (SIGTERM, then SIGKILL) on exit."""
-
-    def __init__(self, log: Path, *, startup: float = 90.0, n_ctx: int = 4096) -> None:
-        self.log = log
-        self.startup = startup
-        self.n_ctx = n_ctx
-        self.port = 0
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    @staticmethod
-    def missing() -> list[str]:
-        import importlib.util
-
-        return [m for m in ("llama_cpp", *SERVER_MODULES) if importlib.util.find_spec(m) is None]
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def _ready(self) -> bool:
-        import urllib.request
-
-        try:
-            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as reply:
-                return bool(reply.status == 200 and SERVER_ALIAS in reply.read().decode())
-        except OSError:
-            return False
-
-    def __enter__(self) -> LlamaServer:
-        from ..llm.local import gguf_path
-
-        self.port = free_port()
-        with self.log.open("wb") as out:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias",
-                 SERVER_ALIAS, "--n_ctx", str(self.n_ctx), "--n_threads", "2", "--host", "127.0.0.1",
-                 "--port", str(self.port)],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + self.startup
-        while not self._ready():
-            if self._proc.poll() is not None or time.monotonic() > deadline:
-                why = (f"exited ({self._proc.returncode})" if self._proc.poll() is not None
-                       else f"not ready within {self.startup:g} s")
-                self.stop()
-                raise RuntimeError(f"llama_cpp.server {why}:\n{self.log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.5)
-        return self
-
-    def stop(self) -> None:
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 @dataclass
 class ServerRun:

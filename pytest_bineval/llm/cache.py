@@ -8,6 +8,8 @@ opened is moved aside (nothing is deleted) and a fresh one is made. Mode ``read-
 no file in the cache directory is created, modified or moved (the database is read as an SQLite snapshot,
 ``immutable=1``, without diskcache, which rewrites its settings when it opens a cache); a corrupt cache is
 ignored with a warning. ``ttl`` gives entries an expiry time (``--bineval-cache-ttl``).
+Mode ``replay`` reads as ``read-only`` does, and a miss sends no request: the client
+raises :data:`REPLAY_MISS` instead (fork pull requests, which get no API key, judged from the shared cache only).
 
 The same entries can live in Redis instead, shared by every runner of a suite (:mod:`.redis_cache`); for teams
 without one, :func:`merge_caches` (``bineval cache merge``) combines the directories of several runners.
@@ -31,8 +33,12 @@ from typing import Any, Literal
 from ..errors import UsageError
 from ..redaction import redact_obj
 
-CacheMode = Literal["on", "off", "read-only"]
-CACHE_MODES: tuple[CacheMode, ...] = ("on", "off", "read-only")
+CacheMode = Literal["on", "off", "read-only", "replay"]
+CACHE_MODES: tuple[CacheMode, ...] = ("on", "off", "read-only", "replay")
+
+# What a request missing from the cache is under --bineval-cache replay (the client raises it, sending nothing).
+REPLAY_MISS = ("not in the shared cache (--bineval-cache replay sends no request); a maintainer must run this pull "
+               "request with the judge's key")
 
 # Keys of request parameters that may carry credentials: never part of a key or a stored value.
 _SECRET_PARAMS = frozenset({"api_key", "azure_ad_token", "aws_secret_access_key", "headers", "extra_headers"})
@@ -72,7 +78,7 @@ class ResponseCache:
     def _open(self) -> Any:
         if self._cache is not None or self._broken or self.mode == "off":
             return self._cache
-        if self.mode == "read-only":
+        if self.mode in ("read-only", "replay"):
             self._cache = _open_snapshot(self.directory)
             self._broken = self._cache is None
             return self._cache

@@ -24,7 +24,7 @@ from ..models import Usage
 from ..prompting import prompt_version
 from ..redaction import redact, replace_surrogates, secrets_of_params
 from ._litellm import import_litellm
-from .cache import ResponseCache, cache_key
+from .cache import REPLAY_MISS, ResponseCache, cache_key
 from .local import cut_generations, is_embedded
 from .negotiation import Form, FormatNegotiator, format_for, response_format
 from .parsing import (
@@ -83,6 +83,8 @@ class ModelSettings:
     # Which repeat of a request this client makes (--bineval-repeats): part of the cache key when > 0, so that
     # each repeat gets its own reply and repeat 0 keeps the keys of a run that asks once. Never sent.
     repeat: int = 0
+    # --bineval-cache replay: a request the cache cannot answer is an error, never sent (REPLAY_MISS).
+    replay: bool = False
 
     @property
     def policy(self) -> RetryPolicy:
@@ -285,6 +287,8 @@ class LLMClient:
         """
         policy = self.settings.policy
         model = self.settings.model
+        if self.settings.replay:  # every cache lookup came first and missed
+            raise CallError(REPLAY_MISS, Usage())
         ensure_provider(model)  # here, after any cache lookup: a run served from the cache never imports litellm
         base_messages, replaced = encodable_messages(request["messages"])
         if replaced:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pytest_bineval import Checklist, Question, Settings
-from pytest_bineval.bench.reliability import SERVER_ALIAS, LlamaServer
 from pytest_bineval.engine import Engine
+from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer
 from pytest_bineval.record import ReportDocument
 
 pytest_plugins = ["pytester"]

@@ -1,0 +1,147 @@
+"""``--bineval-pr-comment PATH``: the run as the markdown body of one pull-request comment.
+
+Most important first: the regressions that fail ``--bineval-fail-on-regression`` (questions answered yes in the
+baseline and no now, dimension scores down beyond the tolerance), then the other score changes, the unstable
+questions, the judge errors, and what the run cost. The body is a pure function of the finished
+:class:`~pytest_bineval.record.ReportDocument` and holds no timestamp or duration, so a sticky-comment action
+(``marocchino/sticky-pull-request-comment``) updates one comment in place and a run that changes nothing leaves
+it as it is. Model text is escaped (:func:`~pytest_bineval.outputs.github.md`): an explanation cannot add markdown,
+HTML or ``@mentions``; each table stops at :data:`ROWS` rows and says how many more the report holds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ..files import write_text_atomic
+from ..record import ReportDocument
+from .github import md as _md
+
+ROWS = 30  # rows per table; a GitHub comment holds at most 65,536 characters
+
+
+def md(text: str) -> str:
+    """Model text on one line, shown as itself (:func:`~pytest_bineval.outputs.github.md`), and no ``@mention``:
+    a comment notifies whom it mentions."""
+    return _md(text).replace("@", "&#64;")
+
+
+def _fmt(score: float | None) -> str:
+    return "n/a" if score is None else f"{score:.2f}"
+
+
+def _delta(delta: float | None) -> str:
+    return "n/a" if delta is None else f"{delta:+.2f}"
+
+
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else plural or word + 's'}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows[:ROWS]]
+    if len(rows) > ROWS:
+        lines.append(f"\n…and {len(rows) - ROWS} more in the JSON report (`--bineval-report`).")
+    return lines
+
+
+def _code(text: str) -> str:
+    """A test id or key as inline code (backticks in it cannot end the span: they become quotes)."""
+    return "`" + " ".join(text.replace("`", "'").split()) + "`"
+
+
+def render(document: ReportDocument) -> str:
+    """The comment body for ``document`` (deterministic: the same document gives the same text)."""
+    t = document.totals
+    diff = document.regressions
+    out: list[str] = []
+    if diff is None:
+        headline = "not compared with a baseline"
+    else:
+        gate = diff.fail_reason()
+        headline = (f"**{gate.removesuffix(' (--bineval-fail-on-regression)')}**" if gate
+                    else f"no regression vs baseline `{md(diff.baseline)}`")
+    out.append(f"## bineval: {headline}")
+    out.append("")
+    out.append(f"{_n(t.evaluations, 'evaluation')}: {t.passed} passed, {t.failed} below threshold, "
+               f"{_n(t.errors, 'judge error')}" + (f"; {_n(t.unscored_tests, 'test')} not scored"
+                                                  if t.unscored_tests else "") + ".")
+    if diff is not None:
+        out.append("")
+        out.append(f"Compared with `{md(diff.baseline)}` ({md(diff.baseline_generator) or 'unknown version'}): "
+                   f"{_n(len(diff.compared), 'evaluation')} compared, {len(diff.added)} added, "
+                   f"{len(diff.removed)} removed.")
+        regressions = sorted(diff.changes("regression"), key=lambda dc: (dc[0].key, dc[1].dimension,
+                                                                           dc[1].question_id))
+        drops = sorted(diff.score_drops(), key=lambda ds: (ds[0].key, ds[1].name))
+        if regressions or drops:
+            out += ["", "### Regressions", ""]
+        if regressions:
+            out += _table(["test", "dimension", "question", "answer", "output", "explanation now"], [
+                [_code(d.key), md(c.dimension), md(c.question), f"{c.before} → {c.after}",
+                 "changed" if d.output_changed else "same", md(c.explanation) or "-"]
+                for d, c in regressions])
+        if drops:
+            if regressions:
+                out.append("")
+            out.append(f"Score drops beyond the tolerance ({diff.tolerance:.2f}):")
+            out.append("")
+            out += _table(["test", "dimension", "baseline", "now", "change", "threshold"], [
+                [_code(d.key), md(s.name), _fmt(s.before), _fmt(s.after), _delta(s.delta), _fmt(s.threshold)]
+                for d, s in drops])
+        dropped = {(d.key, s.name) for d, s in drops}
+        changes = sorted(((d, s) for d in diff.compared for s in d.scores
+                          if s.delta is not None and abs(s.delta) > 1e-9 and (d.key, s.name) not in dropped),
+                         key=lambda ds: (ds[1].delta or 0.0, ds[0].key, ds[1].name))
+        if changes:
+            out += ["", "### Score changes", ""]
+            out += _table(["test", "dimension", "baseline", "now", "change", "threshold"], [
+                [_code(d.key), md(s.name), _fmt(s.before), _fmt(s.after), _delta(s.delta), _fmt(s.threshold)]
+                for d, s in changes])
+        others = [(kind, len(diff.changes(kind))) for kind in ("unstable flip", "fix", "judge error", "recovered")]
+        said = [f"{n} {kind}{'es' if kind == 'fix' and n != 1 else 's' if n != 1 else ''}"
+                for kind, n in others if n]
+        if said:
+            out += ["", "Other answer changes: " + ", ".join(said) + "."]
+    unstable = sorted(document.unstable, key=lambda u: (u.key, u.dimension, u.question_id))
+    if unstable:
+        out += ["", "### Unstable questions", "",
+                "Their repeats got both answers: the verdict is not reproducible (`--bineval-repeats`).", ""]
+        out += _table(["test", "dimension", "question", "answers", "agreement"], [
+            [_code(u.key), md(u.dimension), md(u.question), " ".join(u.answers), _fmt(u.agreement)]
+            for u in unstable])
+    errors = sorted((r.key, v.dimension, v.question, v.error or "") for r in document.evaluations
+                     for v in r.errors())
+    if errors:
+        out += ["", "### Judge errors", "", "Questions the judge gave no answer to: their tests error.", ""]
+        out += _table(["test", "dimension", "question", "cause"],
+                      [[_code(k), md(dim), md(q), md(cause) or "-"] for k, dim, q, cause in errors])
+    out += ["", "### What the run cost", ""]
+    cost = "unknown" if t.cost_usd is None else f"${t.cost_usd:.4f}"
+    if t.unpriced_requests and t.cost_usd is not None:
+        cost = f"at least {cost} ({_n(t.unpriced_requests, 'reply', 'replies')} unpriced)"
+    out.append(f"{_n(t.questions, 'question')} judged; {_n(t.llm_calls, 'request')} sent "
+               f"({t.failed_requests} failed), {_n(t.cache_hits, 'cache hit')}; "
+               f"tokens: {t.prompt_tokens} prompt + {t.completion_tokens} completion; cost: {cost}.")
+    return "\n".join(out) + "\n"
+
+
+class PrComment:
+    """Writes :func:`render` of the finished document to ``path`` (registered when ``--bineval-pr-comment`` is on;
+    the controller only, under pytest-xdist)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def pytest_bineval_finished(self, config: pytest.Config, document: ReportDocument) -> None:
+        write_text_atomic(self.path, render(document))
+
+
+def register(config: pytest.Config) -> None:
+    """Register the writer when ``--bineval-pr-comment PATH`` is given (PATH relative to the rootdir)."""
+    path = config.getoption("bineval_pr_comment", None) or config.getini("bineval_pr_comment")
+    if path and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(PrComment(config.rootpath / str(path)), "bineval-pr-comment")

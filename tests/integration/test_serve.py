@@ -1,0 +1,76 @@
+"""``bineval serve``: llama.cpp's OpenAI-compatible server with the embedded model on 127.0.0.1, started from the
+command line; it prints the flags that reach it, answers ``GET /v1/models``, and Ctrl-C (SIGINT) stops it and
+the server process it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+from queue import Empty, Queue
+
+import pytest
+
+from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer, free_port
+
+pytestmark = [pytest.mark.local_model, pytest.mark.http_server]
+
+
+def test_serve_prints_the_flags_answers_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    missing = LlamaServer.missing()
+    if missing:
+        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install 'pytest-bineval[server]'")
+    port = free_port()
+    # stderr (the server's own log, inherited) to a file: a pipe nobody reads would fill up and block the server
+    err = (tmp_path / "stderr.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_bineval.cli", "serve", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=err, text=True)
+    lines: Queue[str] = Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or ()], daemon=True).start()
+    out: list[str] = []
+    try:
+        while not any(line.startswith("use:") for line in out):
+            try:
+                out.append(lines.get(timeout=180))
+            except Empty:
+                pytest.fail(f"bineval serve printed no flags within 180 s:\n{''.join(out)}\n"
+                            f"{(tmp_path / 'stderr.log').read_text()[-3000:]}")
+        base = f"http://127.0.0.1:{port}/v1"
+        assert f"use: --bineval-model openai/{SERVER_ALIAS} --bineval-api-base {base}\n" in out
+        with urllib.request.urlopen(f"{base}/models", timeout=30) as reply:
+            models = json.loads(reply.read())
+        assert [m["id"] for m in models["data"]] == [SERVER_ALIAS]
+        match = re.search(r"\(pid (\d+)\)", "".join(out))
+        assert match, out
+        server_pid = int(match.group(1))
+    finally:
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the command (the server runs in its own session)
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    err.close()
+    log = (tmp_path / "stderr.log").read_text(errors="replace")
+    assert code == 0, log[-3000:]
+    assert "bineval serve: stopped" in log
+    with pytest.raises(ProcessLookupError):
+        os.kill(server_pid, 0)  # the llama.cpp server is gone too
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5)
+
+
+def test_serve_without_the_server_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_bineval import cli
+
+    monkeypatch.setattr(LlamaServer, "missing", staticmethod(lambda: ["fastapi", "uvicorn"]))
+    assert cli.main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert "fastapi, uvicorn" in err and 'pip install "pytest-bineval[server]"' in err
