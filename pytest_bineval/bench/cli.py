@@ -11,9 +11,9 @@ from typing import Any
 
 from ..settings import SETTING_SPECS, add_setting_arguments, settings_from_args
 from .rubrics import RUBRICS, add_rubric_arguments
+from .specs import CUSTOM, METHODS, CustomData, dataset_names
 
 CHECKS = "checks"  # the check catalogue on IFBench, the extractor on IFEval (bench/checks.py; no model)
-from .specs import CUSTOM, METHODS, CustomData, dataset_names
 
 __all__ = ["add_bench_parser", "cmd_bench", "config_from_args"]
 
