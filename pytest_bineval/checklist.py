@@ -170,9 +170,24 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
             raise ChecklistGenerationError(
                 f"dimension {name!r} got no question that is not a duplicate of another dimension's"
             )
+    questions += code_questions(task, dims)
     checklist = Checklist(task=task, dimensions=dims, requirements=requirements, questions=questions,
                           model=client.model, prompt_version=prompt_version())
     return checklist, usage
+
+
+def code_questions(task: str, dimensions: dict[str, str]) -> list[Question]:
+    """The questions that code answers: one per constraint the extractor finds in ``task`` ("in 2-3 sentences",
+    "as JSON", ...), in the dimension that holds the task's form (a name with format, instruction or constraint in
+    it, else relevance; none when the checklist has neither: a length is not a matter of consistency or fluency);
+    ids ``<dimension>-check-<n>``."""
+    from .checks.extract import extract_checks
+
+    home = next((n for n in dimensions if re.search(r"format|instruction|constraint", n, re.I)),
+                "relevance" if "relevance" in dimensions else None)
+    checks = extract_checks(task) if home else []
+    return [Question(id=f"{home}-check-{i}", dimension=str(home), text=c.question, requirement="stated in the task",
+                     check=c.spec()) for i, c in enumerate(checks, 1)]
 
 
 async def generate_for(client: LLMClient, task: str | None, dimensions: DimensionsArg = None, *,

@@ -228,7 +228,7 @@ def _freq(word: str, q: str | None, times: str) -> dict[str, Any]:
 
 def _form(task: str) -> Iterator[dict[str, Any]]:
     low = task.lower()
-    if re.search(r"\bjson\b", low):
+    if re.search(r"(?<![.\w/-])json\b(?!\.?[\w/-])", low):  # not a file name (report.json)
         yield {"kind": "json"}
     if re.search(r"(?:\bno|without|not|n't|avoid|refrain from|zero)\s+(?:\w+\s+){0,4}?commas?\b|"
                  r"commas?\s+(?:are|is)\s+not\s+"
