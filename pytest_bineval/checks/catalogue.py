@@ -479,8 +479,8 @@ def _regex(p: Regex, out: str) -> CheckResult:
     found = re.search(p.pattern, out, flags=re.MULTILINE)
     if p.mode == "absent":
         return CheckResult(found is None, f"/{p.pattern}/ not found" if found is None else
-                           f"/{p.pattern}/ found: {_clip(found.group(0), 20)}")
-    return CheckResult(found is not None, f"/{p.pattern}/ found: {_clip(found.group(0), 20)}" if found else
+                           f"/{p.pattern}/ found: {found.group(0)[:20]!r}")
+    return CheckResult(found is not None, f"/{p.pattern}/ found: {found.group(0)[:20]!r}" if found else
                        f"/{p.pattern}/ not found")
 
 
