@@ -180,12 +180,14 @@ def code_questions(task: str, dimensions: dict[str, str]) -> list[Question]:
     """The questions that code answers: one per constraint the extractor finds in ``task`` ("in 2-3 sentences",
     "as JSON", ...), in the dimension that holds the task's form (a name with format, instruction or constraint in
     it, else relevance; none when the checklist has neither: a length is not a matter of consistency or fluency);
-    ids ``<dimension>-check-<n>``."""
+    ids ``<dimension>-check-<n>``. Checks that need a library of the extra ``checks`` that is not installed (sentence
+    counts, language) are left out."""
     from .checks.extract import extract_checks
 
     home = next((n for n in dimensions if re.search(r"format|instruction|constraint", n, re.I)),
                 "relevance" if "relevance" in dimensions else None)
-    checks = extract_checks(task) if home else []
+    # a check whose library (the optional extra `checks`) is missing stays a judge question
+    checks = [c for c in extract_checks(task) if c.available] if home else []
     return [Question(id=f"{home}-check-{i}", dimension=str(home), text=c.question, requirement="stated in the task",
                      check=c.spec()) for i, c in enumerate(checks, 1)]
 

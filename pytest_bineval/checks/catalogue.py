@@ -168,7 +168,7 @@ class Kind:
     params: type[_Params]
     run: Callable[[Any, str], CheckResult]
     question: Callable[[Any], str]
-    extra: bool = False  # needs the optional extra `checks`
+    needs: str | None = None  # the module of the optional extra `checks` it imports (None: none)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def _n(count: int, unit: str) -> str:
 
 def _count_kinds(unit: str) -> list[Kind]:
     find = UNITS[unit][0]
-    extra = unit == "sentences"
+    extra = "pysbd" if unit == "sentences" else None
 
     count, between_ = PARAMS.get(unit, (Count, Between))
 
@@ -513,7 +513,8 @@ KINDS.update({k.name: k for k in (
     Kind("letter_case", Case, _case, lambda p: {"lower": "Is the response all in lowercase letters?",
                                                 "upper": "Is the response all in capital letters?",
                                                 "title": "Is the response in title case?"}[p.case]),
-    Kind("language", Language, _language, lambda p: f"Is the response written in language {p.language!r}?", True),
+    Kind("language", Language, _language, lambda p: f"Is the response written in language {p.language!r}?",
+         "langdetect"),
     Kind("json", JsonParams, _json, lambda p: "Is the response valid JSON" + (
         " matching the given schema?" if p.json_schema is not None else "?")),
     Kind("regex", Regex, _regex, lambda p: {"search": f"Does the response contain a match of /{p.pattern}/?",
@@ -536,6 +537,14 @@ class Check:
     def run(self, output: str) -> CheckResult:
         """Verify ``output``."""
         return self.kind.run(self.params, output)
+
+    @property
+    def available(self) -> bool:
+        """Whether the library this check needs is installed (the optional extra ``checks``)."""
+        import importlib.util
+
+        needs = "jsonschema" if self.kind.name == "json" and self.spec().get("schema") is not None else self.kind.needs
+        return needs is None or importlib.util.find_spec(needs) is not None
 
     @property
     def question(self) -> str:

@@ -84,3 +84,12 @@ def test_a_generated_checklist_carries_the_task_checks_and_the_judge_never_sees_
     by_id = {v.question_id: v for v in result.verdicts}
     assert [(by_id[q.id].answer, by_id[q.id].explanation) for q in checked] == [
         ("no", "3 sentences; the limit is 2"), ("no", "1 comma(s); none allowed")]
+
+
+def test_checks_whose_library_is_missing_stay_out_of_generated_checklists(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pysbd" else real(name, *a))
+    qs = code_questions("Answer in 2-3 sentences and under 50 words.", {"relevance": "r"})
+    assert [q.check for q in qs] == [{"kind": "max_words", "value": 49}]  # the sentence count stays with the judge
