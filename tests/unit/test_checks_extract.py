@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,21 @@ def test_checks_whose_library_is_missing_stay_out_of_generated_checklists(monkey
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pysbd" else real(name, *a))
     qs = code_questions("Answer in 2-3 sentences and under 50 words.", {"relevance": "r"})
     assert [q.check for q in qs] == [{"kind": "max_words", "value": 49}]  # the sentence count stays with the judge
+
+
+def test_a_written_question_that_restates_a_task_constraint_gets_its_check(fake: ScriptedModel,
+                                                                          cache_dir: Path) -> None:
+    """The generator's own question about the task's length is decided by code (no separate code question for the
+    same constraint); a question whose check the task does not state stays a judge question."""
+    written = ["Is the response at most 2 sentences long?", "Is the response under 30 words?",
+               "Does the response name the city?"]
+    fake.rules = {"questions": lambda r: json.dumps({"questions": [
+        {"requirement": "r", "question": t, "no_example": "n"} for t in written]})}
+    checklist = generate_checklist("Summarize the article in at most 2 sentences, without commas.", ["relevance"],
+                                   model=fake.model, cache_dir=str(cache_dir))
+    assert [(q.id, q.text, q.check) for q in checklist.questions] == [
+        ("relevance-1", "Is the response at most 2 sentences long?", {"kind": "max_sentences", "value": 2}),
+        ("relevance-2", "Is the response under 30 words?", None),  # the task says nothing of words
+        ("relevance-3", "Does the response name the city?", None),
+        ("relevance-check-1", "Does the response avoid commas?", {"kind": "no_commas"}),
+    ]
