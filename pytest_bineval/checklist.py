@@ -170,9 +170,46 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
             raise ChecklistGenerationError(
                 f"dimension {name!r} got no question that is not a duplicate of another dimension's"
             )
+    questions, restated = attach_checks(task, questions)
+    questions += code_questions(task, dims, skip=restated)
     checklist = Checklist(task=task, dimensions=dims, requirements=requirements, questions=questions,
                           model=client.model, prompt_version=prompt_version())
     return checklist, usage
+
+
+def code_questions(task: str, dimensions: dict[str, str], skip: list[dict[str, Any]] | None = None) -> list[Question]:
+    """The questions that code answers: one per constraint the extractor finds in ``task`` ("in 2-3 sentences",
+    "as JSON", ...), in the dimension that holds the task's form (a name with format, instruction or constraint in
+    it, else relevance; none when the checklist has neither: a length is not a matter of consistency or fluency);
+    ids ``<dimension>-check-<n>``. Checks that need a library of the extra ``checks`` that is not installed (sentence
+    counts, language) are left out, and so are the checks in ``skip`` (already attached to a written question)."""
+    from .checks.extract import extract_checks
+
+    home = next((n for n in dimensions if re.search(r"format|instruction|constraint", n, re.I)),
+                "relevance" if "relevance" in dimensions else None)
+    # a check whose library (the optional extra `checks`) is missing stays a judge question
+    checks = [c for c in extract_checks(task) if c.available and c.spec() not in (skip or [])] if home else []
+    return [Question(id=f"{home}-check-{i}", dimension=str(home), text=c.question, requirement="stated in the task",
+                     check=c.spec()) for i, c in enumerate(checks, 1)]
+
+
+def attach_checks(task: str, questions: list[Question]) -> tuple[list[Question], list[dict[str, Any]]]:
+    """The written questions, each one that restates a constraint of ``task`` with the task's check attached ("Is
+    the response 2-3 sentences long?" for "in 2-3 sentences": code decides it, not the judge), and the checks so
+    attached. A question gets a check only when its text states exactly one constraint and the task states the same
+    one, so a check is never guessed from a question alone; any other question stays a judge question."""
+    from .checks.extract import extract_checks
+
+    stated = [c.spec() for c in extract_checks(task) if c.available]
+    out: list[Question] = []
+    attached: list[dict[str, Any]] = []
+    for q in questions:
+        found = [c.spec() for c in extract_checks(q.text)]
+        if q.check is None and len(found) == 1 and found[0] in stated and found[0] not in attached:
+            q = q.model_copy(update={"check": found[0]})
+            attached.append(found[0])
+        out.append(q)
+    return out, attached
 
 
 async def generate_for(client: LLMClient, task: str | None, dimensions: DimensionsArg = None, *,

@@ -241,6 +241,8 @@ async def judge(
     stop = asyncio.Event()  # set by a question that raised: the questions not asked yet are not asked
 
     async def ask(q: Question) -> tuple[Verdict, Usage] | None:
+        if q.check is not None:  # code answers it: the judge is never asked
+            return checked_verdict(q, q.check, output), Usage()
         async with semaphore:
             if stop.is_set():
                 return None
@@ -274,6 +276,15 @@ async def judge(
         verdicts=[v for v, _ in results],
         usage=usage,
     )
+
+
+def checked_verdict(question: Question, check: dict[str, Any], output: str) -> Verdict:
+    """The verdict of ``question`` decided by its ``check``: the check's result and what it measured."""
+    from .checks.catalogue import run_check
+
+    result = run_check(check, output)
+    return Verdict(question_id=question.id, dimension=question.dimension, question=question.text,
+                   answer="yes" if result.passed else "no", explanation=result.explanation, decided_by="code")
 
 
 async def settle(aws: Sequence[Awaitable[T]]) -> tuple[list[T], list[BaseException]]:

@@ -6,7 +6,15 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, computed_field, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    computed_field,
+    field_validator,
+    model_serializer,
+)
 
 from .errors import UsageError
 
@@ -59,10 +67,20 @@ class Question(BaseModel):
     points: int | None = None
     branch: str = ""
     tag: str = ""
+    check: dict[str, Any] | None = Field(
+        default=None, description='a check of the catalogue (pytest_bineval.checks), e.g. {"kind": "max_sentences", '
+        '"value": 3}: code answers the question, the judge is never asked')
+
+    @field_validator("check")
+    @classmethod
+    def _valid_check(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        from .checks.catalogue import parse_check
+
+        return None if value is None else parse_check(value).spec()  # a CheckError (ValueError) names the field
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_unset(handler(self), {"points": None, "branch": "", "tag": ""})
+        return _omit_unset(handler(self), {"points": None, "branch": "", "tag": "", "check": None})
 
     @property
     def weight(self) -> int:
@@ -204,6 +222,12 @@ class Verdict(BaseModel):
         return len({a for a in self.samples if a != "error"}) > 1
     explain: ExplainMode | None = Field(
         default=None, description="the explain mode that made this verdict (None: recorded before modes existed)")
+    decided_by: Literal["judge", "code"] = Field(
+        default="judge", description="code: the question's check answered it (no judge request)")
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_unset(handler(self), {"decided_by": "judge"})
 
     def reason(self) -> str:
         """The explanation, or why there is none (an explanation request that failed, explain mode none)."""

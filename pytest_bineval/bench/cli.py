@@ -13,6 +13,8 @@ from ..settings import SETTING_SPECS, add_setting_arguments, settings_from_args
 from .rubrics import RUBRICS, add_rubric_arguments
 from .specs import CUSTOM, METHODS, CustomData, dataset_names
 
+CHECKS = "checks"  # the check catalogue on IFBench, the extractor on IFEval (bench/checks.py; no model)
+
 __all__ = ["add_bench_parser", "cmd_bench", "config_from_args"]
 
 EPILOG = """\
@@ -23,6 +25,7 @@ examples:
   bineval bench custom --data judged.jsonl --source-key input --output-key output \\
       --score-key human.quality --task "Answer the customer's question politely."
   bineval bench rubrics --data healthbench.jsonl --limit 20 --strategy qworld --model openai/gpt-4o-mini
+  bineval bench checks   (the check catalogue vs IFBench's verifier, the extractor vs IFEval; no model)
 Results go to --out DIR as <dataset>-<model>.json and .md; the markdown table is printed.
 Every model call is cached (--cache-dir), so rerunning a command resumes an interrupted run.
 """
@@ -51,9 +54,10 @@ def add_bench_parser(sub: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dataset", choices=[*dataset_names(), RUBRICS],
+    p.add_argument("dataset", choices=[*dataset_names(), RUBRICS, CHECKS],
                    help=f"the benchmark data set; {RUBRICS}: criteria generated per question against a reference "
-                        "rubric (--data FILE)")
+                        f"rubric (--data FILE); {CHECKS}: the check catalogue on IFBench and the extractor on IFEval "
+                        "(code only, no model)")
     p.add_argument(
         "--method",
         action="append",
@@ -122,6 +126,8 @@ def add_bench_parser(sub: Any) -> None:
         help="score scale of the geval method (default: 1 5)",
     )
     add_rubric_arguments(p)
+    p.add_argument_group(f"check catalogue (DATASET = {CHECKS}; --data-dir, --out apply)").add_argument(
+        "--details", action="store_true", help="also print every disagreement, missed and wrong extraction")
     # --model, --api-base, --cache, --cache-dir, --concurrency, ...: the engine's Settings, defaults and all
     add_setting_arguments(p.add_argument_group("model and cache"))
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -247,6 +253,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .rubrics import cmd_rubrics
 
         return cmd_rubrics(args, _command(args))
+    if args.dataset == CHECKS:
+        from .checks import cmd_checks
+
+        return cmd_checks(args)
     config = config_from_args(args)
     result = result_document(asyncio.run(run_bench(config)))
     markdown = render_markdown(result)

@@ -117,6 +117,7 @@ def test_duplicate_questions_are_removed_within_and_across_dimensions(fake: Scri
         ("consistency-1", "Is every claim supported by the input?"),
         ("consistency-2", "Are the numbers the same as in the input?"),
         ("relevance-1", "Does the response give the main point?"),
+        ("relevance-check-1", "Does the response have between 2 and 3 sentences?"),  # from the task, by code
     ]
 
 
@@ -602,10 +603,11 @@ def test_concurrency_limit_is_respected(fake: ScriptedModel, cache_dir: Path, co
 @pytest.mark.asyncio
 async def test_async_twins(fake: ScriptedModel, cache_dir: Path) -> None:
     checklist = await agenerate_checklist(TASK, ["fluency", "relevance"], **opts(fake, cache_dir))
-    assert [q.id for q in checklist.questions] == ["fluency-1", "fluency-2", "relevance-1", "relevance-2"]
+    assert [q.id for q in checklist.questions] == ["fluency-1", "fluency-2", "relevance-1", "relevance-2",
+                                                   "relevance-check-1"]  # TASK's "in 2-3 sentences", by code
     result = await aevaluate(SUMMARY, checklist, ARTICLE, dimensions=["relevance"], **opts(fake, cache_dir))
-    assert [v.question_id for v in result.verdicts] == ["relevance-1", "relevance-2"]
-    assert result.scores == {"relevance": 1.0}
+    assert [v.question_id for v in result.verdicts] == ["relevance-1", "relevance-2", "relevance-check-1"]
+    assert result.scores == {"relevance": 2 / 3}  # SUMMARY is one sentence
     with pytest.raises(TypeError):
         await aevaluate(b"bytes", checklist, **opts(fake, cache_dir))  # type: ignore[arg-type]
 

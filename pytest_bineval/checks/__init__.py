@@ -1,0 +1,7 @@
+"""Checks: questions that code answers exactly (the catalogue) and the extractor that finds them in a task text."""
+
+from __future__ import annotations
+
+from .catalogue import KINDS, Check, CheckError, CheckResult, Kind, parse_check, run_check
+
+__all__ = ["KINDS", "Check", "CheckError", "CheckResult", "Kind", "parse_check", "run_check"]
