@@ -172,7 +172,16 @@ class LLMClient:
         self.settings = settings
         self.cache = cache
         self.formats = formats or FormatNegotiator()
-        self.deadline = deadline
+        # shared with the copies of uncached(): a deadline moved by a provider set-up moves for all of them
+        self._deadline: list[float | None] = [deadline]
+
+    @property
+    def deadline(self) -> float | None:
+        return self._deadline[0]
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self._deadline[0] = value
 
     @property
     def model(self) -> str:
@@ -188,7 +197,9 @@ class LLMClient:
     def uncached(self) -> LLMClient:
         """This client without the reply cache (for callers that cache a result of several requests); it shares
         the negotiation state and the deadline."""
-        return LLMClient(self.settings, None, formats=self.formats, deadline=self.deadline)
+        client = LLMClient(self.settings, None, formats=self.formats)
+        client._deadline = self._deadline
+        return client
 
     def key(self, parts: dict[str, Any]) -> str:
         """A cache key for a result of this model made from ``parts`` (model, decoding settings and prompt

@@ -248,3 +248,20 @@ def test_failed_requests_of_a_judge_error_are_in_the_summary(pytester: pytest.Py
         assert server.requests == 6
     result.stdout.fnmatch_lines(["*judge errors: 3, requests: 6 (6 failed)*cost: unknown"])
     assert "LLM calls" not in result.stdout.str()
+
+
+def test_a_stopped_server_is_named_with_the_cause_and_a_hint() -> None:
+    """Issue 20, item 11: a port nobody listens on; through litellm, as a real server would be reached."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    base = f"http://127.0.0.1:{port}/v1"
+    checklist = Checklist(task="t", dimensions={"d": "d"}, questions=[Question(id="d-1", dimension="d", text="q?")])
+    engine = Engine(Settings(model="openai/judge", api_base=base, cache="off", retries=1, timeout=10))
+    result = run_sync(engine.aevaluate("out", checklist))
+    (verdict,) = result.verdicts
+    assert verdict.answer == "error"
+    assert verdict.error == f"cannot connect to {base} (connection refused): is the server running?"
+    assert "InternalServerError" not in (verdict.error or "") and result.usage.llm_calls == 2  # retried once
