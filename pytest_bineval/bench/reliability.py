@@ -309,8 +309,8 @@ def _range(bounds: tuple[int, int]) -> str:
 
 _WORKER = textwrap.dedent('''
     import hashlib, json, sys
-    from ..api import evaluate
-    from ..models import Checklist, Question
+    from pytest_bineval.api import evaluate
+    from pytest_bineval.models import Checklist, Question
     from pytest_bineval.testing import ScriptedModel
 
     cache_dir, worker, outputs, questions = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

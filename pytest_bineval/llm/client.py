@@ -27,6 +27,7 @@ from ..prompting import prompt_version
 from ..redaction import redact, replace_surrogates, secrets_of_params
 from ._litellm import import_litellm
 from .cache import ResponseCache, cache_key
+from .http import CrossHostRedirect, openai_client, warn_plain_http_key
 from .local import cut_generations, is_embedded
 from .negotiation import Form, FormatNegotiator, format_for, response_format
 from .parsing import (
@@ -143,6 +144,9 @@ def _describe(exc: BaseException, secrets: Iterable[str] = (), url: str | None =
     A connection that could not be made says so, with ``url`` (:func:`connection_failure`)."""
     if isinstance(exc, asyncio.TimeoutError):
         return str(exc) or "timed out"
+    refused = next((c for c in _chain(exc) if isinstance(c, CrossHostRedirect)), None)
+    if refused is not None:
+        return redact(str(refused), secrets)
     unreachable = connection_failure(exc, url)
     if unreachable is not None:
         return redact(unreachable, secrets)
@@ -462,8 +466,15 @@ class LLMClient:
             except asyncio.TimeoutError:
                 raise asyncio.TimeoutError(f"no reply within {timeout:g} s") from None
         litellm = import_litellm()
-        if self.settings.api_base and not request.get("api_key") and self._needs_placeholder_key(request["model"]):
+        model, base = request["model"], self.settings.api_base
+        if base and not request.get("api_key") and self._needs_placeholder_key(model):
             request["api_key"] = "no-key"  # OpenAI-compatible local servers ignore the key, the client needs one
+        key = request.get("api_key") or (os.environ.get("OPENAI_API_KEY") if model.startswith("openai/") else None)
+        if base and key and key != "no-key":
+            warn_plain_http_key(base)
+        client = None
+        if base and model.startswith("openai/"):  # an SDK client that refuses a redirect to another host
+            client = request["client"] = openai_client(base, key or "no-key", timeout)
         try:
             return await asyncio.wait_for(
                 litellm.acompletion(**request, timeout=timeout, drop_params=True, num_retries=0, max_retries=0),
@@ -471,6 +482,9 @@ class LLMClient:
             )
         except asyncio.TimeoutError:
             raise asyncio.TimeoutError(f"no reply within {timeout:g} s") from None
+        finally:
+            if client is not None:
+                await client.close()
 
     @staticmethod
     def _needs_placeholder_key(model: str) -> bool:

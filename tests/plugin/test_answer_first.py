@@ -301,7 +301,7 @@ def test_invalid_explain_mode_is_a_usage_error() -> None:
 
 # -- the plugin: option, ini, report ---------------------------------------------------------------------------
 
-ANSWERS = {"Is check 1 met?": "yes", "Is check 2 met?": "no"}
+PROJECT_ANSWERS = {"Is check 1 met?": "yes", "Is check 2 met?": "no"}
 
 TEST_FILE = '''
 import pytest
@@ -319,7 +319,7 @@ def test_judged():
 @pytest.mark.parametrize(("where", "mode"), [("default", "failing"), ("option", "all"), ("ini", "none"),
                                             ("xdist", "all")])
 def test_explain_option_ini_and_report(pytester: pytest.Pytester, where: str, mode: str) -> None:
-    scripted_project(pytester, provider="efake", answers=ANSWERS,
+    scripted_project(pytester, provider="efake", answers=PROJECT_ANSWERS,
                      ini=f"bineval_explain = {mode}" if where == "ini" else "")
     pytester.makepyfile(test_e=TEST_FILE)
     args = ["--bineval-report=report.json", "--bineval-cache=off"]
@@ -339,7 +339,7 @@ def test_explain_option_ini_and_report(pytester: pytest.Pytester, where: str, mo
 
 @pytest.mark.parametrize("mode", EXPLAIN_MODES)
 def test_failure_message_explains_every_failing_question(pytester: pytest.Pytester, mode: str) -> None:
-    scripted_project(pytester, provider="efake", answers={**ANSWERS, "Is check 1 met?": "no"})
+    scripted_project(pytester, provider="efake", answers={**PROJECT_ANSWERS, "Is check 1 met?": "no"})
     pytester.makepyfile(test_e=TEST_FILE)
     result = pytester.runpytest("--bineval-cache=off", f"--bineval-explain={mode}")
     result.assert_outcomes(failed=1)
@@ -355,7 +355,7 @@ def test_a_judge_that_answers_neither_yes_nor_no_errors_the_test(pytester: pytes
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The error verdict reaches the test as an error (it could not be scored), never a pass."""
     _scripted_logprobs(monkeypatch, {"maybe": _entry("maybe", ("maybe", 0.9), ("yes", 0.04), ("no", 0.03))})
-    scripted_project(pytester, provider="efake", prefill=True, answers={**ANSWERS, "Is check 1 met?": "maybe"})
+    scripted_project(pytester, provider="efake", prefill=True, answers={**PROJECT_ANSWERS, "Is check 1 met?": "maybe"})
     pytester.makepyfile(test_e=TEST_FILE.replace("threshold=0.5", "threshold=0.0"))
     result = pytester.runpytest("--bineval-cache=off", "--bineval-explain=none", "-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
