@@ -115,7 +115,6 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 _CONNECT_CAUSES: tuple[tuple[type[BaseException], str], ...] = (
     (ConnectionRefusedError, "connection refused"),
-    (ConnectionResetError, "connection reset"),
     (socket.gaierror, "the host name does not resolve"),
 )
 
@@ -134,7 +133,8 @@ def connection_failure(exc: BaseException, url: str | None) -> str | None:
         scheme, host = getattr(target, "scheme", ""), getattr(target, "netloc", b"")
         host = host.decode("ascii", "replace") if isinstance(host, bytes) else str(host)
         url = f"{scheme}://{host}" if scheme and host else "the model's server"
-    hint = "is the server running?" if why == "connection refused" else "is the address right?"
+    hint = "is the server running?" if why == "connection refused" else "is the address right?"  # (a reset is
+    # not here: the server took the connection, and the request's own error says what happened)
     return f"cannot connect to {url} ({why}): {hint}"
 
 
