@@ -266,17 +266,11 @@ class LiteLLMEmbedding:
         self.timeout = timeout
 
     async def matrix(self, texts: Sequence[str]) -> list[list[float]]:
-        from .llm._litellm import import_litellm
+        from .llm.providers import aembedding
 
         if not texts:
             return []
-        litellm = import_litellm()
-        kwargs: dict[str, Any] = {"model": self.model, "input": list(texts), "timeout": self.timeout}
-        if self.api_base:
-            kwargs["api_base"] = self.api_base
-        response = await litellm.aembedding(**kwargs)
-        data = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
-        vectors = [list(d["embedding"] if isinstance(d, dict) else d.embedding) for d in data]
+        vectors = await aembedding(self.model, list(texts), api_base=self.api_base, timeout=self.timeout)
         if len(vectors) != len(texts):
             raise ValueError(f"{self.model} returned {len(vectors)} embeddings for {len(texts)} texts")
         return _cosine(vectors)

@@ -18,6 +18,15 @@ _provider_ids = itertools.count(1)
 if importlib.util.find_spec("llama_cpp") is not None:
     import llama_cpp  # noqa: F401
 
+# For the same reason, the modules every in-process run of the plugin needs are imported here once, instead of
+# again in each run (pydantic models, the engine, the assertion path and the outputs: ~1 s a run on a loaded
+# machine). They are the plugin's own; the tests of lazy imports run in subprocesses.
+import pytest_bineval.api  # noqa: E402
+import pytest_bineval.assertions  # noqa: E402
+import pytest_bineval.llm.client  # noqa: E402
+import pytest_bineval.outputs.html  # noqa: E402
+import pytest_bineval.session  # noqa: E402, F401
+
 
 @pytest.fixture
 def fake() -> ScriptedModel:
@@ -26,6 +35,15 @@ def fake() -> ScriptedModel:
     Tests script it by assigning ``fake.answers`` / ``fake.rules`` (the handler reads them per request).
     """
     return ScriptedModel(provider=f"fake{next(_provider_ids)}").register()
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester, whose runs of pytest (in-process and subprocess) load no Hypothesis plugin: it imports Hypothesis
+    at the end of every run (1 s on a quiet machine, 3-4 s on a loaded one), and no project these tests write
+    uses Hypothesis. (Set after pytester's own set-up, which clears PYTEST_ADDOPTS.)"""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
+    return pytester
 
 
 @pytest.fixture(autouse=True)
@@ -60,9 +78,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _litellm_imported_once() -> None:
-    """pytester's in-process runs drop the modules first imported during a run: import litellm up front."""
-    from pytest_bineval.llm._litellm import import_litellm
+@pytest.fixture(autouse=True)
+def _litellm_before_a_real_model(request: pytest.FixtureRequest) -> None:
+    """A test of the real embedded model or of HTTP (tests/integration) goes through litellm: import it first, as
+    pytester's in-process runs drop the modules first imported during a run (litellm would be imported again, for
+    seconds, in every run). The scripted fakes never import it."""
+    real = ("local_model", "http_server")
+    if any(request.node.get_closest_marker(m) for m in real) or "integration" in request.node.path.parts:
+        from pytest_bineval.llm._litellm import import_litellm
 
-    import_litellm()
+        import_litellm()

@@ -1,16 +1,17 @@
 """Helpers shared by the test modules (none imports another test module): the scripted project of the plugin
-tests and the hand-written checklist of the real-judge tests."""
+tests (on :func:`pytest_bineval.testing.project.scripted_project`) and the hand-written checklist of the
+real-judge tests."""
 
 from __future__ import annotations
 
 import os
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_bineval.record import ReportDocument
+from pytest_bineval.testing.project import scripted_project
 
 # A hand-written checklist for the tests that run the real embedded judge (no generation call): the 135M
 # model's own checklists are generic, and a pinned hand-written one keeps those runs short and reproducible.
@@ -33,36 +34,23 @@ REAL_CHECKLIST: dict[str, Any] = {
 
 # The fake judge says "no" to every question whose text is listed in NO, raises for those in BOOM,
 # and answers "no" to everything when the judged prompt does not carry the task in TASK_MUST_CONTAIN.
-CONFTEST = '''
-import os
-from pytest_bineval.testing import ScriptedModel
-
-NO = {no!r}
-BOOM = {boom!r}
-TASK_MUST_CONTAIN = {task_must_contain!r}
-
+ANSWER = '''
 def answer(req):
     if req.question in BOOM:
         return RuntimeError("provider exploded: 503")
     if TASK_MUST_CONTAIN and TASK_MUST_CONTAIN not in req.user:
         return "no"
     return "no" if req.question in NO else "yes"
-
-FAKE = ScriptedModel(provider="pfake", answers=answer).register()
 '''
 
 Q = "Does the response meet {} check {}?"
 
 
 def make_project(pytester: pytest.Pytester, *, no: tuple[str, ...] = (), boom: tuple[str, ...] = (),
-                 task_must_contain: str = "", ini: str = "") -> None:
-    pytester.makeconftest(CONFTEST.format(no=set(no), boom=set(boom), task_must_contain=task_must_contain))
-    pytester.makeini(textwrap.dedent(f"""
-        [pytest]
-        bineval_model = pfake/judge
-        asyncio_default_fixture_loop_scope = function
-        {ini}
-    """))
+                 task_must_contain: str = "", ini: str = "", rules: dict[str, str] | None = None) -> None:
+    """The plugin tests' project: a scripted judge ``pfake/judge`` (see ANSWER) and the ini, with ``ini`` lines."""
+    scripted_project(pytester, provider="pfake", rule=ANSWER, rules=rules, ini=ini,
+                     prelude=f"NO = {set(no)!r}\nBOOM = {set(boom)!r}\nTASK_MUST_CONTAIN = {task_must_contain!r}")
 
 
 def report_of(pytester: pytest.Pytester, name: str = "report.json") -> ReportDocument:

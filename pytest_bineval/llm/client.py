@@ -1,7 +1,8 @@
-"""Every model call goes through here, and from here through ``litellm.acompletion``.
+"""Every model call goes through here, and from here through ``litellm.acompletion`` or an in-process transport.
 
-Hosted models (``openai/...``, ``anthropic/...``, ``ollama/...``, any OpenAI-compatible ``api_base``), the
-embedded model (``bineval/...``) and the scripted fakes of the test suite all take the same path:
+Hosted models (``openai/...``, ``anthropic/...``, ``ollama/...``, any OpenAI-compatible ``api_base``) and the
+embedded model (``bineval/...``) are reached through litellm; the scripted fakes of :mod:`pytest_bineval.testing`
+are transports (:mod:`.transports`), which skip litellm and nothing else. All take the same path:
 cache lookup, structured-output request (negotiated: :mod:`.negotiation`), unambiguous JSON parsing
 (:mod:`.parsing`), bounded retries within a deadline (:mod:`.retry`), usage accounting (every request,
 failed ones included). Every failure is a :class:`~pytest_bineval.errors.CallError` with its cause (redacted),
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -25,6 +27,7 @@ from ..prompting import prompt_version
 from ..redaction import redact, replace_surrogates, secrets_of_params
 from ._litellm import import_litellm
 from .cache import REPLAY_MISS, ResponseCache, cache_key
+from .http import CrossHostRedirect, openai_client, warn_plain_http_key
 from .local import cut_generations, is_embedded
 from .negotiation import Form, FormatNegotiator, format_for, response_format
 from .parsing import (
@@ -39,6 +42,7 @@ from .parsing import (
 )
 from .providers import continues_prefill, ensure_provider
 from .retry import RetryPolicy, classify, retry_after
+from .transports import transport_for
 
 __all__ = ["BinevalEncodingWarning", "LLMClient", "ModelSettings", "Reply", "TextReply", "import_litellm", "p_yes_at",
            "p_yes_from_logprobs", "parse_json_object", "response_format"]
@@ -101,11 +105,53 @@ def encodable_messages(messages: list[dict[str, str]]) -> tuple[list[dict[str, s
     return out, total
 
 
-def _describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes (``__cause__``, else ``__context__``), outermost first, each once."""
+    out: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in out and len(out) < 20:
+        out.append(current)
+        current = current.__cause__ or current.__context__
+    return out
+
+
+_CONNECT_CAUSES: tuple[tuple[type[BaseException], str], ...] = (
+    (ConnectionRefusedError, "connection refused"),
+    (socket.gaierror, "the host name does not resolve"),
+)
+
+
+def connection_failure(exc: BaseException, url: str | None) -> str | None:
+    """``cannot connect to <url> (connection refused): is the server running?`` when the request failed before
+    any reply because nothing accepted the connection, else None. ``url``: the API base (when None, the URL of
+    the request found in the exception, without its path)."""
+    chain = _chain(exc)
+    why = next((text for cause in chain for kind, text in _CONNECT_CAUSES if isinstance(cause, kind)), None)
+    if why is None:
+        return None
+    if url is None:
+        request = next((r for r in (getattr(c, "request", None) for c in chain[::-1]) if r is not None), None)
+        target = getattr(request, "url", None)
+        scheme, host = getattr(target, "scheme", ""), getattr(target, "netloc", b"")
+        host = host.decode("ascii", "replace") if isinstance(host, bytes) else str(host)
+        url = f"{scheme}://{host}" if scheme and host else "the model's server"
+    hint = "is the server running?" if why == "connection refused" else "is the address right?"  # (a reset is
+    # not here: the server took the connection, and the request's own error says what happened)
+    return f"cannot connect to {url} ({why}): {hint}"
+
+
+def _describe(exc: BaseException, secrets: Iterable[str] = (), url: str | None = None) -> str:
     """A one-paragraph cause: the exception's type and message, without a traceback litellm may have put in it;
-    secrets are removed before the message is clipped (a cut inside a key would hide it from the redaction)."""
+    secrets are removed before the message is clipped (a cut inside a key would hide it from the redaction).
+    A connection that could not be made says so, with ``url`` (:func:`connection_failure`)."""
     if isinstance(exc, asyncio.TimeoutError):
         return str(exc) or "timed out"
+    refused = next((c for c in _chain(exc) if isinstance(c, CrossHostRedirect)), None)
+    if refused is not None:
+        return redact(str(refused), secrets)
+    unreachable = connection_failure(exc, url)
+    if unreachable is not None:
+        return redact(unreachable, secrets)
     message = redact(str(exc).split("\nTraceback (most recent call last)", 1)[0].strip(), secrets)
     return f"{type(exc).__name__}: {clip(message, 300)}"
 
@@ -132,7 +178,16 @@ class LLMClient:
         self.settings = settings
         self.cache = cache
         self.formats = formats or FormatNegotiator()
-        self.deadline = deadline
+        # shared with the copies of uncached(): a deadline moved by a provider set-up moves for all of them
+        self._deadline: list[float | None] = [deadline]
+
+    @property
+    def deadline(self) -> float | None:
+        return self._deadline[0]
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self._deadline[0] = value
 
     @property
     def model(self) -> str:
@@ -148,7 +203,9 @@ class LLMClient:
     def uncached(self) -> LLMClient:
         """This client without the reply cache (for callers that cache a result of several requests); it shares
         the negotiation state and the deadline."""
-        return LLMClient(self.settings, None, formats=self.formats, deadline=self.deadline)
+        client = LLMClient(self.settings, None, formats=self.formats)
+        client._deadline = self._deadline
+        return client
 
     def key(self, parts: dict[str, Any]) -> str:
         """A cache key for a result of this model made from ``parts`` (model, decoding settings and prompt
@@ -289,7 +346,14 @@ class LLMClient:
         model = self.settings.model
         if self.settings.replay:  # every cache lookup came first and missed
             raise CallError(REPLAY_MISS, Usage())
-        ensure_provider(model)  # here, after any cache lookup: a run served from the cache never imports litellm
+        # Here, after any cache lookup: a run served from the cache never imports litellm. The set-up (litellm's
+        # cold import takes seconds, more on a loaded machine; the embedded model's load) happens before a request
+        # can be sent, so it does not count against the deadline: the deadline moves by the time it took (the
+        # set-up blocks the event loop, so concurrent questions of this client lose that time together).
+        setup_started = time.monotonic()
+        self._prepare(schema is not None)
+        if self.deadline is not None:
+            self.deadline += time.monotonic() - setup_started
         base_messages, replaced = encodable_messages(request["messages"])
         if replaced:
             warnings.warn(f"{replaced} lone surrogate character(s) (not valid UTF-8) in the text sent to "
@@ -333,7 +397,7 @@ class LLMClient:
                         f"the prompt does not fit in the context window of {model}: "
                         f"{clip(redact(str(exc), self._secrets()), 400)}",
                         self._secrets()), usage) from None
-                cause = _describe(exc, self._secrets())
+                cause = _describe(exc, self._secrets(), self.settings.api_base)
                 if wait_for < policy.timeout and isinstance(exc, asyncio.TimeoutError):
                     cause += " (cut at the deadline of the evaluation)"
                 if kind == "format" and schema is not None:
@@ -351,7 +415,7 @@ class LLMClient:
                 await asyncio.sleep(wait)
                 attempt += 1
                 continue
-            usage = usage + _usage_of(response)
+            usage = usage + _usage_of(response, model)
             content, finish = "", None
             try:
                 parts = reply_parts(response)
@@ -385,13 +449,36 @@ class LLMClient:
             out["response_format"] = fmt
         return out
 
+    def _prepare(self, structured: bool) -> None:
+        """What must be ready before the first request: the provider (litellm imported, the embedded model
+        registered) and the structured-output form of the model (``structured``)."""
+        model = self.settings.model
+        ensure_provider(model)
+        if transport_for(model) is None:
+            import_litellm()
+        if structured:
+            self.formats.form(model)
+
     async def _call(self, request: dict[str, Any]) -> Any:
-        """One request through litellm (``request["timeout"]``: seconds to wait for it)."""
-        litellm = import_litellm()
+        """One request through the model's transport, else litellm (``request["timeout"]``: seconds to wait)."""
         request = dict(request)
         timeout = float(request.pop("timeout", None) or self.settings.timeout)
-        if self.settings.api_base and not request.get("api_key") and self._needs_placeholder_key(request["model"]):
+        transport = transport_for(request["model"])
+        if transport is not None:
+            try:
+                return await asyncio.wait_for(transport.acompletion(request), timeout=timeout)
+            except asyncio.TimeoutError:
+                raise asyncio.TimeoutError(f"no reply within {timeout:g} s") from None
+        litellm = import_litellm()
+        model, base = request["model"], self.settings.api_base
+        if base and not request.get("api_key") and self._needs_placeholder_key(model):
             request["api_key"] = "no-key"  # OpenAI-compatible local servers ignore the key, the client needs one
+        key = request.get("api_key") or (os.environ.get("OPENAI_API_KEY") if model.startswith("openai/") else None)
+        if base and key and key != "no-key":
+            warn_plain_http_key(base)
+        client = None
+        if base and model.startswith("openai/"):  # an SDK client that refuses a redirect to another host
+            client = request["client"] = openai_client(base, key or "no-key", timeout)
         try:
             return await asyncio.wait_for(
                 litellm.acompletion(**request, timeout=timeout, drop_params=True, num_retries=0, max_retries=0),
@@ -399,17 +486,20 @@ class LLMClient:
             )
         except asyncio.TimeoutError:
             raise asyncio.TimeoutError(f"no reply within {timeout:g} s") from None
+        finally:
+            if client is not None:
+                await client.close()
 
     @staticmethod
     def _needs_placeholder_key(model: str) -> bool:
         return model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY")
 
 
-def _usage_of(response: Any) -> Usage:
-    """Tokens and cost of a response (requests are counted by the caller). Cost: litellm's price list for a
-    model it knows, looked up quietly; None ("unknown") for any other model."""
+def _usage_of(response: Any, model: str) -> Usage:
+    """Tokens and cost of a response of ``model`` (requests are counted by the caller). Cost: litellm's price list
+    for a model it knows, looked up quietly; None ("unknown") for any other model and for a transport's."""
     u = get(response, "usage")
-    cost = _cost(response)
+    cost = None if transport_for(model) is not None else _cost(response)
     return Usage(
         prompt_tokens=_int(get(u, "prompt_tokens")) if u is not None else 0,
         completion_tokens=_int(get(u, "completion_tokens")) if u is not None else 0,

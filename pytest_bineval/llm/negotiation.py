@@ -46,9 +46,12 @@ def rejects_format(exc: BaseException) -> bool:
 def initial_form(model: str) -> Form:
     """``json_schema``, unless litellm knows this model and says it takes no schema (then ``json_object``) or no
     ``response_format`` at all (then ``prompt``). A model litellm does not know, and an in-process provider, are
-    asked for ``json_schema``."""
+    asked for ``json_schema`` (a transport of :mod:`.transports` without importing litellm)."""
     from ._litellm import import_litellm
+    from .transports import transport_for
 
+    if transport_for(model) is not None:
+        return "json_schema"  # an in-process transport (a scripted fake) takes what it is given
     litellm = import_litellm()
     provider = model.split("/", 1)[0] if "/" in model else ""
     if any(entry.get("provider") == provider for entry in litellm.custom_provider_map or []):

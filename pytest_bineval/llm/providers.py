@@ -1,8 +1,9 @@
-"""In-process litellm providers: the embedded model (``bineval/...``) and any handler a user registers.
+"""In-process providers: the embedded model (``bineval/...``), any litellm handler a user registers, and the
+transports of :mod:`.transports` (the scripted fakes), which litellm never sees.
 
 litellm keeps its custom providers in ``litellm.custom_provider_map``; this module adds to it, once
 per provider name, so that ``litellm.completion(model="<provider>/<name>")`` reaches the handler
-through litellm's ordinary code path.
+through litellm's ordinary code path. A model served by a transport needs no set-up and imports no litellm.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from typing import Any
 from ..errors import BinevalError
 from ._litellm import import_litellm
 from .local import DEFAULT_MODEL, EMBEDDED_CONTEXT, EMBEDDED_PROVIDER, is_embedded, make_embedded_handler
+from .transports import transport_for, unregister_transport
 
-__all__ = ["DEFAULT_MODEL", "continues_prefill", "embedded_model", "ensure_provider", "is_embedded",
+__all__ = ["DEFAULT_MODEL", "aembedding", "continues_prefill", "embedded_model", "ensure_provider", "is_embedded",
            "register_provider", "registered_handler"]
 
 
 def register_provider(name: str, handler: Any) -> None:
-    """Register (or replace) an in-process litellm provider ``name`` served by ``handler``."""
+    """Register (or replace) an in-process litellm provider ``name`` served by ``handler`` (it replaces a
+    transport of that name, too)."""
+    unregister_transport(name)
     litellm = import_litellm()
     entries = [e for e in (litellm.custom_provider_map or []) if e.get("provider") != name]
     entries.append({"provider": name, "custom_handler": handler})
@@ -37,7 +41,10 @@ def registered_handler(name: str) -> Any | None:
 
 
 def ensure_provider(model: str) -> None:
-    """Make sure the provider a model string names is reachable (registers the embedded one lazily)."""
+    """Make sure the provider a model string names is reachable (registers the embedded one lazily; a transport
+    needs nothing)."""
+    if transport_for(model) is not None:
+        return
     if is_embedded(model) and registered_handler(EMBEDDED_PROVIDER) is None:
         handler = make_embedded_handler()
         register_provider(EMBEDDED_PROVIDER, handler)
@@ -56,9 +63,27 @@ def continues_prefill(model: str) -> bool:
     (the embedded model's is True); hosted providers are not assumed to."""
     if is_embedded(model):
         return True
+    transport = transport_for(model)
+    if transport is not None:
+        return bool(getattr(transport, "continues_prefill", False))
     ensure_provider(model)
     handler = registered_handler(model.split("/", 1)[0]) if "/" in model else None
     return bool(getattr(handler, "continues_prefill", False))
+
+
+async def aembedding(model: str, inputs: list[str], *, api_base: str | None = None,
+                     timeout: float = 120.0) -> list[list[float]]:
+    """One embedding vector per input from ``model``: its transport's, else ``litellm.aembedding``'s."""
+    transport = transport_for(model)
+    if transport is not None:
+        return [list(v) for v in await transport.aembedding(model, list(inputs))]
+    litellm = import_litellm()
+    kwargs: dict[str, Any] = {"model": model, "input": list(inputs), "timeout": timeout}
+    if api_base:
+        kwargs["api_base"] = api_base
+    response = await litellm.aembedding(**kwargs)
+    data = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
+    return [list(d["embedding"] if isinstance(d, dict) else d.embedding) for d in data]
 
 
 def _register_embedded_model_info(litellm: Any) -> None:

@@ -51,6 +51,17 @@ def _names(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
+def _caused_by(exc: BaseException, name: str) -> bool:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen and len(seen) < 20:
+        if name in _names(current):
+            return True
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def status_of(exc: BaseException) -> int | None:
     code = getattr(exc, "status_code", None)
     return code if isinstance(code, int) else None
@@ -60,6 +71,8 @@ def classify(exc: BaseException) -> Kind:
     """What a failed request means for the next one."""
     names = _names(exc)
     status = status_of(exc)
+    if _caused_by(exc, "CrossHostRedirect"):  # refused on purpose: asking again gets the same redirect
+        return "fatal"
     if "ContextWindowExceededError" in names or (status in (400, 413) and _CONTEXT.search(str(exc))):
         return "too_large"
     if status in (400, 422, 500) and rejects_format(exc):

@@ -12,7 +12,7 @@ See docs/testing.md. Importing this package imports neither litellm nor a model.
 from __future__ import annotations
 
 from .faults import Action, FaultServer, Hang, Received, Reply, Reset, completion, error_body, wait_until
-from .scripted import Request, Rule, ScriptedModel
+from .scripted import Request, Rule, ScriptedModel, ScriptedProviderError
 
 __all__ = [
     "Action",
@@ -24,6 +24,7 @@ __all__ = [
     "Reset",
     "Rule",
     "ScriptedModel",
+    "ScriptedProviderError",
     "completion",
     "error_body",
     "wait_until",

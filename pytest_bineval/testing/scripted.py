@@ -1,7 +1,8 @@
-"""A scripted fake model for tests, served to litellm as an in-process provider.
+"""A scripted fake model for tests, served as an in-process transport (:mod:`pytest_bineval.llm.transports`).
 
-It takes the very code path of real models (``litellm.acompletion`` -> custom provider), so tests of
-caching, retries, parsing and scoring exercise the real machinery::
+It takes the code path of real models up to the transport (cache, structured-output negotiation, the request,
+reply parsing, retries, deadline, usage), but not litellm, which it never imports; so tests of caching, retries,
+parsing and scoring exercise the real machinery, fast::
 
     fake = ScriptedModel(answers={"Is the response accurate?": "no"})
     fake.register()                      # provider "fake"; model string fake.model == "fake/judge"
@@ -12,15 +13,15 @@ Replies are chosen by the structured-output schema name of the request (``requir
 ``questions``, ``verdict`` (the judge's answer-only request), ``explanation`` (its follow-up), the optimizer's
 ``lesson`` and ``prompt_edit``, and Qworld's ``qworld_scenarios``, ``qworld_perspectives``, ``qworld_criteria``,
 ``qworld_review_<level>`` and ``qworld_lite``); anything a rule returns that is an ``Exception`` is raised
-(a provider error), a ``float`` is slept (seconds, to test timeouts) before the default reply, a ``str``
-is sent raw.
+(a provider error: one without an HTTP ``status_code`` as :class:`ScriptedProviderError`, a server error),
+a ``float`` is slept (seconds, to test timeouts) before the default reply, a ``str`` is sent raw.
 
 With ``prefill=True`` the fake behaves like the embedded model: it continues a final assistant message
 marked ``"prefix": True`` (the judge then prefills ``{"answer": "`` and reads one token, and prefills up to
 the explanation for the explanation request), and those requests count as ``verdict`` and
 ``explanation`` too.
 
-Embedding requests (``litellm.aembedding(model="<provider>/...")``) get :meth:`ScriptedModel.embed` vectors
+Embedding requests (the ``embedding:<provider>/...`` similarity) get :meth:`ScriptedModel.embed` vectors
 and are recorded with kind ``embedding``.
 
 The default Qworld replies make a deterministic tree: each call writes as many nodes as the request allows
@@ -34,7 +35,6 @@ import asyncio
 import json
 import re
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,9 +137,10 @@ class ScriptedModel:
         return sum(r.kind == kind for r in self.requests)
 
     def register(self) -> ScriptedModel:
-        from ..llm.providers import register_provider
+        """Serve model strings ``<provider>/...`` with this fake, in-process (litellm is not imported)."""
+        from ..llm.transports import register_transport
 
-        register_provider(self.provider, _make_handler(self))
+        register_transport(self.provider, _Transport(self))
         return self
 
     # -- default replies ---------------------------------------------------------------------------------
@@ -242,21 +243,29 @@ class ScriptedModel:
         return str(out), delay
 
 
-def _make_handler(fake: ScriptedModel) -> Any:
-    from ..llm._litellm import import_litellm
+class ScriptedProviderError(Exception):
+    """A provider error raised by a rule (any exception without an HTTP status), as a server error (HTTP 500)
+    would be: classified transient, so retried (litellm reports an in-process provider's exceptions alike)."""
 
-    import_litellm()
-    from litellm.llms.custom_llm import CustomLLM
-    from litellm.types.utils import ModelResponse
+    status_code = 500
 
-    def kind_of(params: dict[str, Any], messages: list[Any]) -> str:
+
+class _Transport:
+    """The fake as an in-process transport (:mod:`pytest_bineval.llm.transports`): no litellm."""
+
+    def __init__(self, fake: ScriptedModel) -> None:
+        self.fake = fake
+        self.continues_prefill = fake.prefill
+
+    def kind_of(self, params: dict[str, Any], messages: list[Any]) -> str:
         last = messages[-1] if messages else {}
-        if fake.prefill and last.get("role") == "assistant" and last.get("prefix"):
+        if self.fake.prefill and last.get("role") == "assistant" and last.get("prefix"):
             return "explanation" if '"explanation": "' in str(last.get("content") or "") else "verdict"
         fmt = params.get("response_format") or {}
         return str((fmt.get("json_schema") or {}).get("name", "text")) if isinstance(fmt, dict) else "text"
 
-    def build(text: str, messages: list[Any], params: dict[str, Any]) -> Any:
+    def build(self, text: str, messages: list[Any], params: dict[str, Any]) -> dict[str, Any]:
+        fake = self.fake
         stop = params.get("stop") or []
         for x in [stop] if isinstance(stop, str) else stop:
             if x and x in text:
@@ -268,53 +277,38 @@ def _make_handler(fake: ScriptedModel) -> Any:
             prefilled = str(last.get("content") or "") if fake.prefill and last.get("prefix") else ""
             choice["logprobs"] = {"content": _fake_logprobs(prefilled + text, skip=len(prefilled))}
         n_in = sum(len(str(m.get("content", "")).split()) for m in messages)
-        return ModelResponse(model=fake.model, choices=[choice],
-                             usage={"prompt_tokens": n_in, "completion_tokens": len(text.split()),
-                                    "total_tokens": n_in + len(text.split())})
+        return {"object": "chat.completion", "model": fake.model, "choices": [choice],
+                "usage": {"prompt_tokens": n_in, "completion_tokens": len(text.split()),
+                          "total_tokens": n_in + len(text.split())}}
 
-    def embedding_response(model: str, inputs: list[Any], model_response: Any) -> Any:
+    async def acompletion(self, request: dict[str, Any]) -> dict[str, Any]:
+        fake = self.fake
+        messages = list(request.get("messages") or [])
+        # what litellm hands a custom provider as its optional parameters
+        params = {k: v for k, v in request.items() if k not in ("model", "messages", "api_base", "api_key")}
+        with fake._lock:
+            fake._in_flight += 1
+            fake.max_in_flight = max(fake.max_in_flight, fake._in_flight)
+        try:
+            await asyncio.sleep(0.005)  # let concurrent requests overlap
+            try:
+                text, delay = fake._respond(self.kind_of(params, messages), messages, params)
+            except Exception as exc:
+                if isinstance(getattr(exc, "status_code", None), int) or isinstance(exc, asyncio.TimeoutError):
+                    raise
+                raise ScriptedProviderError(str(exc)) from exc
+            if delay:
+                await asyncio.sleep(delay)
+            return self.build(text, messages, params)
+        finally:
+            with fake._lock:
+                fake._in_flight -= 1
+
+    async def aembedding(self, model: str, inputs: list[str]) -> list[list[float]]:
+        fake = self.fake
         with fake._lock:
             fake.requests.append(Request("embedding", [{"role": "user", "content": str(t)} for t in inputs], {}))
-        model_response.data = [{"object": "embedding", "index": i, "embedding": fake.embed(str(t))}
-                               for i, t in enumerate(inputs)]
-        model_response.model = model
-        return model_response
-
-    class FakeHandler(CustomLLM):
-        def embedding(self, model: str, input: list[Any], model_response: Any, *args: Any, **kwargs: Any) -> Any:
-            return embedding_response(model, input, model_response)
-
-        async def aembedding(self, model: str, input: list[Any], model_response: Any, *args: Any,
-                             **kwargs: Any) -> Any:
-            return embedding_response(model, input, model_response)
-
-        continues_prefill = fake.prefill
-
-        def completion(self, *args: Any, **kwargs: Any) -> Any:
-            params = dict(kwargs.get("optional_params") or {})
-            messages = list(kwargs.get("messages") or [])
-            text, delay = fake._respond(kind_of(params, messages), messages, params)
-            if delay:
-                time.sleep(delay)
-            return build(text, messages, params)
-
-        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
-            params = dict(kwargs.get("optional_params") or {})
-            messages = list(kwargs.get("messages") or [])
-            with fake._lock:
-                fake._in_flight += 1
-                fake.max_in_flight = max(fake.max_in_flight, fake._in_flight)
-            try:
-                await asyncio.sleep(0.005)  # let concurrent requests overlap
-                text, delay = fake._respond(kind_of(params, messages), messages, params)
-                if delay:
-                    await asyncio.sleep(delay)
-                return build(text, messages, params)
-            finally:
-                with fake._lock:
-                    fake._in_flight -= 1
-
-    return FakeHandler()
+        return [fake.embed(str(t)) for t in inputs]
 
 
 def _fake_logprobs(text: str, skip: int = 0) -> list[dict[str, Any]]:

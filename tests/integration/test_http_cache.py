@@ -16,6 +16,7 @@ from pytest_bineval.bench.reliability import kill_mid_write, stress
 from pytest_bineval.llm.cache import BinevalCacheWarning
 from pytest_bineval.record import ReportDocument
 from pytest_bineval.testing import ScriptedModel
+from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
@@ -85,9 +86,9 @@ def test_read_only_cache_creates_no_directory(fake: ScriptedModel, cache_dir: Pa
     assert not cache_dir.exists()
 
 
-CONFTEST = '''
-from pytest_bineval.testing import ScriptedModel
-FAKE = ScriptedModel(provider="xfake", answers=lambda req: "no" if "3" in req.output else "yes").register()
+ANSWER = '''
+def answer(req):
+    return "no" if "3" in req.output else "yes"
 '''
 TESTS = '''
 import pytest
@@ -101,8 +102,7 @@ def test_many(i):
 
 
 def test_two_xdist_workers_share_one_cache_then_a_rerun_makes_no_request(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\nbineval_model = xfake/judge\n")
-    pytester.makeconftest(CONFTEST)
+    scripted_project(pytester, provider="xfake", rule=ANSWER)
     pytester.makepyfile(test_many=TESTS)
     runs = []
     for name in ("first.json", "second.json"):

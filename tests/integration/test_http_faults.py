@@ -248,3 +248,65 @@ def test_failed_requests_of_a_judge_error_are_in_the_summary(pytester: pytest.Py
         assert server.requests == 6
     result.stdout.fnmatch_lines(["*judge errors: 3, requests: 6 (6 failed)*cost: unknown"])
     assert "LLM calls" not in result.stdout.str()
+
+
+def test_a_stopped_server_is_named_with_the_cause_and_a_hint() -> None:
+    """Issue 20, item 11: a port nobody listens on; through litellm, as a real server would be reached."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    base = f"http://127.0.0.1:{port}/v1"
+    checklist = Checklist(task="t", dimensions={"d": "d"}, questions=[Question(id="d-1", dimension="d", text="q?")])
+    engine = Engine(Settings(model="openai/judge", api_base=base, cache="off", retries=1, timeout=10))
+    result = run_sync(engine.aevaluate("out", checklist))
+    (verdict,) = result.verdicts
+    assert verdict.answer == "error"
+    assert verdict.error == f"cannot connect to {base} (connection refused): is the server running?"
+    assert "InternalServerError" not in (verdict.error or "") and result.usage.llm_calls == 2  # retried once
+
+
+def test_a_redirect_to_another_host_is_refused_naming_both_hosts() -> None:
+    """Issue 20, item 3: the verdict must not come from a host nobody configured; not retried. A redirect within
+    the host is followed."""
+    answering = FaultServer(lambda r, i: Reply(200, completion(VERDICT_YES))).start()
+    port = answering.base_url.split(":")[2].split("/")[0]
+    away = FaultServer(lambda r, i: Reply(307, {}, (("location", f"http://localhost:{port}/v1/chat/completions"),)))
+    within = FaultServer(lambda r, i: Reply(308, {}, (("location", f"{answering.base_url}/chat/completions"),)))
+    checklist = Checklist(task="t", dimensions={"d": "d"}, questions=[Question(id="d-1", dimension="d", text="q?")])
+    try:
+        with away, within:
+            engine = Engine(Settings(model="openai/judge", api_base=away.base_url, cache="off", retries=2))
+            (verdict,) = run_sync(engine.aevaluate("out", checklist)).verdicts
+            assert verdict.answer == "error" and answering.received == [] and len(away.received) == 1
+            origin = away.base_url.split("/")[2]
+            assert verdict.error is not None and verdict.error.startswith(
+                f"the API base's host {origin} redirected (HTTP 307) to another host, localhost:{port}: refused")
+            engine = Engine(Settings(model="openai/judge", api_base=within.base_url, cache="off", retries=0))
+            (verdict,) = run_sync(engine.aevaluate("out", checklist)).verdicts
+            assert verdict.answer == "yes" and len(answering.received) == 1
+    finally:
+        answering.stop()
+
+
+def test_a_key_sent_over_plain_http_off_this_machine_is_warned_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20, item 3: http:// to a host that is not this machine carries the key in clear text: one warning per
+    base. (The server is on 127.0.0.1, so the test makes loopback count as remote; no other host is reached.)"""
+    from pytest_bineval.llm import http
+
+    assert http.is_loopback("127.0.0.1") and http.is_loopback("localhost") and http.is_loopback("::1")
+    assert not http.is_loopback("judge.example.com") and not http.is_loopback("10.0.0.5")
+    monkeypatch.setattr(http, "_warned", set())
+    monkeypatch.setattr(http, "is_loopback", lambda host: False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    checklist = Checklist(task="t", dimensions={"d": "d"}, questions=[
+        Question(id=f"d-{i}", dimension="d", text=f"q{i}?") for i in (1, 2)])
+    with FaultServer(lambda r, i: Reply(200, completion(VERDICT_YES))) as server, \
+            pytest.warns(http.BinevalInsecureKeyWarning, match="clear text to http://127.0.0.1") as caught:
+        engine = Engine(Settings(model="openai/judge", api_base=server.base_url, cache="off", retries=0))
+        result = run_sync(engine.aevaluate("out", checklist))
+        http.warn_plain_http_key(server.base_url.replace("http://", "https://"))  # https: nothing to say
+    assert [v.answer for v in result.verdicts] == ["yes", "yes"]
+    assert len([w for w in caught if issubclass(w.category, http.BinevalInsecureKeyWarning)]) == 1
+    assert server.received[0].headers.get("authorization") == "Bearer sk-test-not-a-real-key"

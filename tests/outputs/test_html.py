@@ -9,7 +9,6 @@ import hashlib
 import html
 import json
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Usage, Verdict
 from pytest_bineval.outputs.html import build_view, diff_reports, histogram, render_html
 from pytest_bineval.record import DimensionResult, EvaluationRecord, ReportDocument, Totals
+from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
@@ -217,15 +217,11 @@ def test_size_of_a_100_tests_by_10_questions_report() -> None:
 
 # -- --bineval-html through pytest --------------------------------------------------------------------------
 
-CONFTEST = '''
-from pytest_bineval.testing import ScriptedModel
-
+ANSWER = '''
 def answer(req):
     if req.output.startswith("A wrong") and req.question.endswith("consistency check 2?"):
         return "no"
     return "yes"
-
-FAKE = ScriptedModel(provider="hfake", answers=answer).register()
 '''
 
 TESTS = '''
@@ -242,22 +238,8 @@ def test_bad():
 '''
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _litellm_imported_once() -> None:
-    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
-    from pytest_bineval.llm.client import import_litellm
-
-    import_litellm()
-
-
 def make_project(pytester: pytest.Pytester, ini: str = "") -> None:
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini(textwrap.dedent(f"""
-        [pytest]
-        bineval_model = hfake/judge
-        asyncio_default_fixture_loop_scope = function
-        {ini}
-    """))
+    scripted_project(pytester, provider="hfake", rule=ANSWER, ini=ini)
     pytester.makepyfile(TESTS)
 
 

@@ -212,14 +212,6 @@ def test_unstable():  # the judge's repeats disagree on one question
 '''
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _litellm_imported_once() -> None:
-    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
-    from pytest_bineval.llm.client import import_litellm
-
-    import_litellm()
-
-
 def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester,
                                                        request: pytest.FixtureRequest) -> None:
     executable = browser_or_skip()

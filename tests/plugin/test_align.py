@@ -16,6 +16,7 @@ from pytest_bineval.engine import Engine
 from pytest_bineval.optimize import AlignItem, EvaluatorAligner, agreement, history_path, load_items, run_align
 from pytest_bineval.prompting import load_judge_prompt, packaged_judge_prompt
 from pytest_bineval.testing import ScriptedModel
+from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
@@ -176,13 +177,10 @@ def test_align_reports_bad_data(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_plugin_option_judge_prompt(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest('''
-from pytest_bineval.testing import ScriptedModel
-FAKE = ScriptedModel(provider="pjfake",
-                     answers=lambda req: "yes" if "LENIENT" in req.messages[0]["content"] else "no").register()
+    scripted_project(pytester, provider="pjfake", ini="bineval_cache = off", rule='''
+def answer(req):
+    return "yes" if "LENIENT" in req.messages[0]["content"] else "no"
 ''')
-    pytester.makeini("[pytest]\nbineval_model = pjfake/judge\nbineval_cache = off\n"
-                     "asyncio_default_fixture_loop_scope = function\n")
     (pytester.path / "judge.md").write_text(JUDGE.replace("strict evaluator", "LENIENT evaluator"))
     pytester.makepyfile('''
 import pytest

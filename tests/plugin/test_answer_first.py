@@ -34,6 +34,7 @@ from pytest_bineval.llm.client import LLMClient, ModelSettings, p_yes_at
 from pytest_bineval.models import EXPLAIN_MODES, ExplainMode
 from pytest_bineval.record import ReportDocument
 from pytest_bineval.testing import ScriptedModel
+from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
@@ -152,13 +153,13 @@ def _entry(token: str, *alternatives: tuple[Any, Any]) -> dict[str, Any]:
 
 def _scripted_logprobs(monkeypatch: pytest.MonkeyPatch, entries: dict[str, Any]) -> None:
     """The fake's logprobs at the prefilled answer position: ``entries[token]`` for the token it wrote."""
-    from pytest_bineval import testing
+    from pytest_bineval.testing import scripted
 
     def logprobs(text: str, skip: int = 0) -> list[Any]:
         token = text[skip:]
         return [entries[token]] if token in entries else []
 
-    monkeypatch.setattr(testing, "_fake_logprobs", logprobs)
+    monkeypatch.setattr(scripted, "_fake_logprobs", logprobs)
 
 
 def test_answer_at_reads_a_neither_token_only_above_the_yes_no_floor() -> None:
@@ -300,11 +301,7 @@ def test_invalid_explain_mode_is_a_usage_error() -> None:
 
 # -- the plugin: option, ini, report ---------------------------------------------------------------------------
 
-CONFTEST = '''
-from pytest_bineval.testing import ScriptedModel
-
-FAKE = ScriptedModel(provider="efake", answers={"Is check 1 met?": "yes", "Is check 2 met?": "no"}).register()
-'''
+PROJECT_ANSWERS = {"Is check 1 met?": "yes", "Is check 2 met?": "no"}
 
 TEST_FILE = '''
 import pytest
@@ -319,20 +316,11 @@ def test_judged():
 '''
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _litellm_imported_once() -> None:
-    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
-    from pytest_bineval.llm.client import import_litellm
-
-    import_litellm()
-
-
 @pytest.mark.parametrize(("where", "mode"), [("default", "failing"), ("option", "all"), ("ini", "none"),
                                             ("xdist", "all")])
 def test_explain_option_ini_and_report(pytester: pytest.Pytester, where: str, mode: str) -> None:
-    pytester.makeconftest(CONFTEST)
-    ini = f"bineval_explain = {mode}" if where == "ini" else ""
-    pytester.makeini(f"[pytest]\nbineval_model = efake/judge\nasyncio_default_fixture_loop_scope = function\n{ini}\n")
+    scripted_project(pytester, provider="efake", answers=PROJECT_ANSWERS,
+                     ini=f"bineval_explain = {mode}" if where == "ini" else "")
     pytester.makepyfile(test_e=TEST_FILE)
     args = ["--bineval-report=report.json", "--bineval-cache=off"]
     if where in ("option", "xdist"):
@@ -351,8 +339,7 @@ def test_explain_option_ini_and_report(pytester: pytest.Pytester, where: str, mo
 
 @pytest.mark.parametrize("mode", EXPLAIN_MODES)
 def test_failure_message_explains_every_failing_question(pytester: pytest.Pytester, mode: str) -> None:
-    pytester.makeconftest(CONFTEST.replace('"Is check 1 met?": "yes"', '"Is check 1 met?": "no"'))
-    pytester.makeini("[pytest]\nbineval_model = efake/judge\nasyncio_default_fixture_loop_scope = function\n")
+    scripted_project(pytester, provider="efake", answers={**PROJECT_ANSWERS, "Is check 1 met?": "no"})
     pytester.makepyfile(test_e=TEST_FILE)
     result = pytester.runpytest("--bineval-cache=off", f"--bineval-explain={mode}")
     result.assert_outcomes(failed=1)
@@ -368,10 +355,7 @@ def test_a_judge_that_answers_neither_yes_nor_no_errors_the_test(pytester: pytes
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The error verdict reaches the test as an error (it could not be scored), never a pass."""
     _scripted_logprobs(monkeypatch, {"maybe": _entry("maybe", ("maybe", 0.9), ("yes", 0.04), ("no", 0.03))})
-    pytester.makeconftest(CONFTEST.replace('ScriptedModel(provider="efake",', 'ScriptedModel(provider="efake", '
-                                           'prefill=True,').replace('"Is check 1 met?": "yes"',
-                                                                    '"Is check 1 met?": "maybe"'))
-    pytester.makeini("[pytest]\nbineval_model = efake/judge\nasyncio_default_fixture_loop_scope = function\n")
+    scripted_project(pytester, provider="efake", prefill=True, answers={**PROJECT_ANSWERS, "Is check 1 met?": "maybe"})
     pytester.makepyfile(test_e=TEST_FILE.replace("threshold=0.5", "threshold=0.0"))
     result = pytester.runpytest("--bineval-cache=off", "--bineval-explain=none", "-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)

@@ -12,14 +12,6 @@ from pytest_bineval.record import ReportDocument
 pytest_plugins = ["pytester"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _litellm_imported_once() -> None:
-    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
-    from pytest_bineval.llm.client import import_litellm
-
-    import_litellm()
-
-
 # A checklist writer that writes new questions at every call (a name of its process and a counter in each
 # question's text), so that two workers, or two generations in one worker, never write the same checklist; the
 # judge says "no" to the questions that contain a text listed in NO.

@@ -26,6 +26,7 @@ from pytest_bineval.optimize import (
 from pytest_bineval.optimize.lessons import MAX_EDIT_GROWTH
 from pytest_bineval.record import DimensionResult, EvaluationRecord, Outcome
 from pytest_bineval.testing import ScriptedModel
+from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
@@ -274,16 +275,12 @@ def test_growth_budget_stops_a_bloating_iteration(engine: Any, tmp_path: Path, m
 # -- the plugin --------------------------------------------------------------------------------------------
 
 
-CONFTEST = '''
-from pytest_bineval.testing import ScriptedModel
-
+ANSWER = '''
 def answer(req):
     # the generator prompt "learns": once it says "Copy every number", the number question passes
     return "no" if "Does the response meet consistency check 1?" == req.question and "COPY" not in req.user else "yes"
-
-FAKE = ScriptedModel(provider="pofake", answers=answer).register()
-FAKE.rules["lesson"] = lambda req: '{"lesson": "Copy every number exactly."}'
 '''
+LESSON = {"lesson": "lambda req: '{\"lesson\": \"Copy every number exactly.\"}'"}
 TESTS = '''
 from pathlib import Path
 import pytest
@@ -299,17 +296,8 @@ def test_summary():
 '''
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _litellm_imported_once() -> None:
-    from pytest_bineval.llm.client import import_litellm
-
-    import_litellm()
-
-
 def project(pytester: pytest.Pytester) -> Path:
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\nbineval_model = pofake/judge\nbineval_cache = off\n"
-                     "asyncio_default_fixture_loop_scope = function\n")
+    scripted_project(pytester, provider="pofake", rule=ANSWER, rules=LESSON, ini="bineval_cache = off")
     pytester.makepyfile(test_gen=TESTS)
     prompt = pytester.path / "prompts" / "gen.md"
     prompt.parent.mkdir()
@@ -463,9 +451,8 @@ def test_an_edit_that_adds_a_heading_line_is_rejected_and_the_lesson_appended_in
 def test_a_note_taker_reply_that_is_not_a_lesson_is_discarded_counted_and_never_written(
         pytester: pytest.Pytester) -> None:
     prompt = project(pytester)
-    pytester.makeconftest(CONFTEST.replace(
-        '''FAKE.rules["lesson"] = lambda req: '{"lesson": "Copy every number exactly."}\'''',
-        '''FAKE.rules["lesson"] = lambda req: '{"lesson": "### Question: How to make a simple pizza at home?"}\''''))
+    scripted_project(pytester, provider="pofake", rule=ANSWER, ini="bineval_cache = off", rules={
+        "lesson": "lambda req: '{\"lesson\": \"### Question: How to make a simple pizza at home?\"}'"})
     result = pytester.runpytest("--color=no", "--bineval-optimize", "--bineval-report=report.json")
     result.assert_outcomes(failed=1)
     assert prompt.read_text() == PROMPT  # nothing written into the app's prompt

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import CONFTEST, MANY, PASS_AND_FAIL, Q, make_project, report_of
+from support import MANY, PASS_AND_FAIL, Q, make_project, report_of
 
 pytest_plugins = ["pytester"]
 
@@ -313,10 +313,7 @@ def test_pins_of_same_named_methods_in_two_classes_do_not_collide(pytester: pyte
 
 
 def test_checklist_generation_failure_is_a_short_test_error(pytester: pytest.Pytester) -> None:
-    make_project(pytester)
-    pytester.makeconftest(CONFTEST.format(no=set(), boom=set(), task_must_contain="") + '''
-FAKE.rules["questions"] = lambda req: '{"questions": []}'
-''')
+    make_project(pytester, rules={"questions": "lambda req: '{\"questions\": []}'"})
     pytester.makepyfile('''
         import pytest
         from pytest_bineval import assert_passes

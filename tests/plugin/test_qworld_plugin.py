@@ -4,20 +4,17 @@ points score in the terminal and the report; pytester with the scripted fake mod
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 
 from pytest_bineval.record import ReportDocument
+from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
-CONFTEST = '''
-from pytest_bineval.testing import ScriptedModel
-
-NO = {no!r}
-
-FAKE = ScriptedModel(provider="qfake", answers=lambda req: "no" if req.question in NO else "yes").register()
+ANSWER = '''
+def answer(req):
+    return "no" if req.question in NO else "yes"
 '''
 
 ADVICE = '''
@@ -37,22 +34,9 @@ def test_advice(case):
 FLIGHT = "I fly 14 hours with my 2-year-old. How do I keep her calm?"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _litellm_imported_once() -> None:
-    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
-    from pytest_bineval.llm.client import import_litellm
-
-    import_litellm()
-
-
 def make_project(pytester: pytest.Pytester, *, no: tuple[str, ...] = (), ini: str = "") -> None:
-    pytester.makeconftest(CONFTEST.format(no=set(no)))
-    pytester.makeini(textwrap.dedent("""
-        [pytest]
-        bineval_model = qfake/judge
-        bineval_qworld_widths = 1,1,1
-        asyncio_default_fixture_loop_scope = function
-    """) + ini)
+    scripted_project(pytester, provider="qfake", prelude=f"NO = {set(no)!r}", rule=ANSWER,
+                     ini="bineval_qworld_widths = 1,1,1\n" + ini)
 
 
 def test_pins_per_question_update_use_and_strict(pytester: pytest.Pytester) -> None:

@@ -13,15 +13,15 @@ from support import REAL_CHECKLIST
 
 from pytest_bineval.models import Evaluation, Verdict
 from pytest_bineval.record import EvaluationRecord, ReportDocument, text_digest
+from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
 # The fake judge reads answers.json at each request: {"<output>|<question>" or "<question>": answer}; an answer
 # is "yes"/"no", "boom" (a provider error), a dict (the raw reply) or a list (one item per call, in turn: the
 # repeats of one question get them in order).
-CONFTEST = '''
+ANSWER = '''
 import json, pathlib, threading
-from pytest_bineval.testing import ScriptedModel
 
 HERE = pathlib.Path(__file__).parent
 CALLS = {}
@@ -42,8 +42,6 @@ def answer(req):
     if isinstance(value, dict):
         return json.dumps(value)
     return value
-
-FAKE = ScriptedModel(provider="rfake", answers=answer).register()
 '''
 INI = """
 [pytest]
@@ -58,17 +56,8 @@ def Q(dim: str, i: int) -> str:  # the fake checklist writer's question text
     return f"Does the response meet {dim} check {i}?"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _litellm_imported_once() -> None:
-    """pytester's in-process runs drop modules first imported during a run: import litellm up front."""
-    from pytest_bineval.llm.client import import_litellm
-
-    import_litellm()
-
-
 def project(pytester: pytest.Pytester, answers: dict[str, Any]) -> None:
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini(INI)
+    scripted_project(pytester, provider="rfake", rule=ANSWER)
     (pytester.path / "answers.json").write_text(json.dumps(answers))
 
 
