@@ -1,18 +1,41 @@
 """The ``--bineval-*`` options: built from the engine's :data:`~pytest_bineval.settings.SETTING_SPECS` plus
-what only the plugin does; parsing, validation, and the CLI > ini > default precedence."""
+what only the plugin does (:data:`PLUGIN_SPECS`, one :class:`OptionSpec` a line); parsing, validation, the
+CLI > ini > default precedence, and :class:`Options`, the validated values.
+
+A light module: the plugin imports it to add the options, so it imports no pydantic model, litellm or model.
+"""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pytest
 
-from .outputs.github import GITHUB_MODES
-from .record import GATES
-from .session import Options
+from .kinds import GATES, Gate
 from .settings import SETTING_SPECS, OptionSpec, Settings, choice, number_in
+
+GITHUB_MODES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The ``--bineval-*`` options, validated (picklable, for pytest-xdist): the engine's settings and
+    what only the pytest plugin does."""
+
+    settings: Settings = field(default_factory=Settings)
+    threshold: float | dict[str, float] | None = None
+    update_checklists: bool = False
+    strict: bool = False
+    report: str | None = None
+    html: str | None = None
+    optimize: bool = False
+    baseline: str | None = None
+    fail_on_regression: bool = False
+    regression_tolerance: float = 0.0
+    gate: Gate = "mean"
+    github: str = "auto"  # auto (GITHUB_ACTIONS=true), on, off
 
 
 def parse_threshold(text: str) -> float | dict[str, float]:

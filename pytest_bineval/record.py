@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ._version import __version__
 from .errors import UsageError
 from .files import write_text_atomic
+from .kinds import GATES as GATES  # re-exported
+from .kinds import Gate as Gate
 from .models import (
     Answer,
     Evaluation,
@@ -42,8 +44,6 @@ OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the diges
 UNSCORED_MESSAGE = 2000  # characters of an unscored test's error message kept in the report
 
 Outcome = Literal["passed", "failed", "error"]
-Gate = Literal["mean", "lower-bound"]
-GATES: tuple[Gate, ...] = ("mean", "lower-bound")
 ChecklistStatus = Literal["pinned", "written", "unpinned", "stale", "explicit"]
 
 
@@ -467,6 +467,9 @@ class ReportDocument(BaseModel):
                                              description="questions whose repeats got both answers")
     unscored: list[UnscoredTest] = Field(default_factory=list,
                                          description="tests that errored before any evaluation was recorded")
+    failed_tests: list[str] = Field(default_factory=list, description="ids of the tests whose call failed or "
+                                    "errored (an evaluation below threshold in a test that expects it is no news)")
+    notes: list[str] = Field(default_factory=list, description="problems the run met, as the terminal showed them")
 
     @classmethod
     def parse(cls, data: Any) -> ReportDocument:

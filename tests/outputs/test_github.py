@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_bineval.outputs.github import GithubEnv, command, detect, escape_data, escape_property, md, repo_path
+from pytest_bineval.outputs.github import command, escape_data, escape_property, md, repo_path
+from pytest_bineval.outputs.github_summary import GithubEnv, detect
 
 
 @pytest.mark.parametrize(("mode", "env", "expected"), [

@@ -30,11 +30,32 @@ def test_help_lists_the_option_group_without_loading_litellm(pytester: pytest.Py
         "*--bineval-report=PATH*",
         "*--bineval-optimize*",
     ])
-    code = ("import sys, pytest; pytest.main(['--help']); "
-            "bad = [m for m in ('litellm', 'llama_cpp') if m in sys.modules]; "
-            "sys.exit(3 if bad else 0)")
+
+
+HEAVY = ("pytest_bineval.models", "pytest_bineval.record", "pytest_bineval.engine", "litellm", "llama_cpp")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--collect-only", "-q"]])
+def test_loading_the_plugin_imports_no_model_module_litellm_or_model(pytester: pytest.Pytester,
+                                                                     args: list[str]) -> None:
+    """``pytest --help`` and collecting a project of bineval tests (which import assert_passes and carry the
+    marker) load neither the package's pydantic models nor litellm nor the embedded model."""
+    pytester.makeini(QUIET_INI)
+    pytester.makepyfile(test_app="""
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the text.", dimensions=["fluency"], threshold={"fluency": 0.5})
+        def test_summary():
+            assert_passes("A summary.", source="A text.")
+    """)
+    code = (f"import sys, pytest; code = pytest.main({args!r}); "
+            f"bad = [m for m in {HEAVY!r} if m in sys.modules]; "
+            "print('HEAVY', bad); sys.exit(3 if bad else int(code))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=pytester.path)
-    assert proc.returncode == 0, "pytest --help imported litellm or llama_cpp"
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    if "--collect-only" in args:
+        assert "test_app.py::test_summary" in proc.stdout
 
 
 @pytest.mark.parametrize(
