@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .context import TestContext, current
 from .dimensions import DimensionsArg, default_threshold, did_you_mean, parse_dimensions
 from .errors import BinevalAssertionError, BinevalJudgeError, NoTaskError, UsageError
 from .kinds import SCORE_KINDS, STRATEGIES, ScoreKind
@@ -28,6 +27,7 @@ if TYPE_CHECKING:  # a light module at import: a test module imports it when it 
     from .engine import Engine
     from .models import Checklist, Evaluation
     from .record import ChecklistStatus, EvaluationRecord, Location
+    from .session import TestContext
 
 Threshold = float | Mapping[str, float]
 
@@ -144,6 +144,7 @@ class AssertionRequest:
               criteria: str | None = None, score: str | None = None) -> AssertionRequest:
         """Check the input (once) and resolve every argument; UsageError or NoTaskError on a bad one."""
         from .judge import check_output
+        from .session import current
 
         check_output(output, source)
         ctx = current()
