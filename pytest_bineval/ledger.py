@@ -31,6 +31,8 @@ class RunLedger:
 
     records: list[EvaluationRecord] = field(default_factory=list, metadata=_models(EvaluationRecord))
     usage: Usage = field(default_factory=Usage)  # what the merged-in ledgers' engines spent (see BinevalService)
+    checklist_usage: Usage = field(default_factory=Usage)  # of that, checklist generation (no record carries it)
+    checklists_generated: int = 0  # checklists the run generated (not read from a pin or the memo)
     pins_written: list[str] = field(default_factory=list)  # pin entries (pins.entry_id), one per checklist
     unpinned: set[str] = field(default_factory=set)  # pin entries of unpinned or stale checklists
     unscored: list[UnscoredTest] = field(default_factory=list, metadata=_models(UnscoredTest))

@@ -32,6 +32,7 @@ class Options:
     html: str | None = None
     optimize: bool = False
     baseline: str | None = None
+    allow_partial_baseline: bool = False
     fail_on_regression: bool = False
     regression_tolerance: float = 0.0
     gate: Gate = "mean"
@@ -79,6 +80,9 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                "self-update loop)"),
     OptionSpec("baseline", "baseline", "compare this run with a previous --bineval-report JSON, question by "
                "question (relative to the rootdir)", str, "PATH", "none"),
+    OptionSpec("allow-partial-baseline", "allow_partial_baseline", "accept a --bineval-baseline report of a partial "
+               "run (interrupted, stopped by -x/--maxfail, or ended by an internal error); without it such a "
+               "baseline is a usage error"),
     OptionSpec("fail-on-regression", "fail_on_regression", "fail the session when a question answered yes in the "
                "baseline is now no, or a dimension score dropped by more than the tolerance (with "
                "--bineval-baseline)"),

@@ -221,9 +221,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     regressions = service.compare()
     if regressions is not None and regressions.failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --bineval-fail-on-regression
-    config.hook.pytest_bineval_finished(config=config, document=service.report_document(optimized))
+    document = service.report_document(optimized, partial=_partial_reason(session))
+    config.hook.pytest_bineval_finished(config=config, document=document)
     if output_log(config).failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a report file asked for is missing
+
+
+def _partial_reason(session: pytest.Session) -> str | None:
+    """Why the run did not run every collected test (Ctrl-C, -x/--maxfail, an internal error), or None."""
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        stop = session.shouldstop or session.shouldfail
+        return f"interrupted: {stop}" if isinstance(stop, str) and stop else "interrupted (Ctrl-C or pytest.exit)"
+    if session.exitstatus == pytest.ExitCode.INTERNAL_ERROR:
+        return "an internal error ended the run"
+    stop = session.shouldfail or session.shouldstop  # -x / --maxfail: "stopping after 1 failures"
+    if stop:
+        return stop if isinstance(stop, str) else "stopped before every test ran"
+    return None
 
 
 @pytest.hookimpl(optionalhook=True)

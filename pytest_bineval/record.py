@@ -452,6 +452,14 @@ class OptimizeOutcome(BaseModel):
     usage: Usage = Field(default_factory=Usage)
 
 
+class ChecklistGeneration(BaseModel):
+    """The checklists the run generated and what generating them cost: requests no evaluation record carries, so
+    that the run's totals are the records' usage plus this (plus the requests of re-run attempts replaced)."""
+
+    generated: int = Field(default=0, description="checklists generated (not read from a pinned file)")
+    usage: Usage = Field(default_factory=Usage)
+
+
 class ReportDocument(BaseModel):
     """The ``--bineval-report`` JSON document (``format`` 2)."""
 
@@ -470,6 +478,11 @@ class ReportDocument(BaseModel):
     failed_tests: list[str] = Field(default_factory=list, description="ids of the tests whose call failed or "
                                     "errored (an evaluation below threshold in a test that expects it is no news)")
     notes: list[str] = Field(default_factory=list, description="problems the run met, as the terminal showed them")
+    partial: bool = Field(default=False, description="the run was cut short (interrupted, stopped by "
+                          "-x/--maxfail, an internal error): its tests are not all here")
+    partial_reason: str | None = Field(default=None, description="why the run is partial")
+    checklists: ChecklistGeneration = Field(default_factory=lambda: ChecklistGeneration(),
+                                            description="checklist generation: its requests are in the totals")
 
     @classmethod
     def parse(cls, data: Any) -> ReportDocument:

@@ -23,6 +23,7 @@ from .options import Options
 from .pins import PinFile, entry_id, pin_in_run
 from .qworld import DEFAULT_TASK, qworld_dimensions
 from .record import (
+    ChecklistGeneration,
     ChecklistStatus,
     EvaluationRecord,
     Location,
@@ -166,7 +167,14 @@ class BinevalService:
     def load_baseline(self) -> None:
         """Read ``--bineval-baseline`` (UsageError naming the file when it cannot be read)."""
         if self.options.baseline:
-            self.baseline = ReportDocument.load(self.path(self.options.baseline))
+            baseline = ReportDocument.load(self.path(self.options.baseline))
+            if baseline.partial and not self.options.allow_partial_baseline:
+                raise UsageError(
+                    f"--bineval-baseline {self.options.baseline} is the report of a partial run "
+                    f"({baseline.partial_reason or 'cut short'}): the tests it lacks would count as added and never "
+                    "be compared. Use the report of a complete run, or pass --bineval-allow-partial-baseline to "
+                    "compare with it anyway")
+            self.baseline = baseline
 
     def compare(self) -> RegressionReport | None:
         """This run's records against the baseline's; ``failed`` when --bineval-fail-on-regression applies."""
@@ -207,6 +215,8 @@ class BinevalService:
         key = self._memo_key(task, dims, strategy, question)
         if key not in self._memo:
             self._memo[key] = await self.engine.achecklist(task, dims, strategy=strategy, question=question)
+            with self._lock:
+                self.ledger.checklists_generated += 1
         return self._memo[key]
 
     async def achecklist_for(self, ctx: TestContext, task: str, dimensions: DimensionsArg, *,
@@ -313,14 +323,20 @@ class BinevalService:
         """Everything this process's engine and the merged-in ledgers (xdist workers) spent."""
         return self.engine.usage + self.ledger.usage
 
+    def checklist_usage(self) -> Usage:
+        """Of :meth:`usage`, what checklist generation spent."""
+        return self.engine.checklist_usage + self.ledger.checklist_usage
+
     def totals(self) -> Totals:
         ledger = self.ledger
         return Totals.of(ledger.records, self.usage(), pins_written=len(set(ledger.pins_written)),
                          regressions=self.regressions, unscored=len(ledger.unscored),
                          reruns=ledger.rerun_evaluations, unpinned=len(ledger.unpinned))
 
-    def report_document(self, optimized: list[OptimizeOutcome] | None = None) -> ReportDocument:
-        """The run's finished document: what every output reads (built once, at the end of the run)."""
+    def report_document(self, optimized: list[OptimizeOutcome] | None = None, *,
+                        partial: str | None = None) -> ReportDocument:
+        """The run's finished document: what every output reads (built once, at the end of the run);
+        ``partial``: why the run was cut short, if it was."""
         s = self.engine.settings
         settings = ReportSettings(model=s.judge_model, checklist_model=s.generator_model, cache=s.cache,
                                   temperature=s.temperature, concurrency=s.concurrency, timeout=s.timeout,
@@ -333,12 +349,15 @@ class BinevalService:
         return ReportDocument(settings=settings, totals=self.totals(), evaluations=list(ledger.records),
                               optimize=optimized, regressions=self.regressions,
                               unstable=UnstableQuestion.of(ledger.records), unscored=list(ledger.unscored),
-                              failed_tests=sorted(ledger.failed_tests), notes=notes)
+                              failed_tests=sorted(ledger.failed_tests), notes=notes,
+                              partial=partial is not None, partial_reason=partial,
+                              checklists=ChecklistGeneration(generated=ledger.checklists_generated,
+                                                             usage=self.checklist_usage()))
 
     # -- pytest-xdist: a worker's ledger, merged by the controller ------------------------------------------
     def worker_payload(self) -> str:
         """This worker's ledger, its engine's usage included."""
-        return RunLedger(usage=self.usage()).merge(self.ledger).dumps()
+        return RunLedger(usage=self.usage(), checklist_usage=self.checklist_usage()).merge(self.ledger).dumps()
 
     def merge_worker(self, payload: str) -> None:
         self.ledger.merge(RunLedger.loads(payload))

@@ -162,7 +162,7 @@ def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]
 
 
 def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regressions: RegressionReport | None = None,
-                 failed_tests: Collection[str] | None = None) -> str:
+                 failed_tests: Collection[str] | None = None, *, partial: str | None = None) -> str:
     """The markdown job summary: a headline, each failing or regressed evaluation (scores vs thresholds,
     failing questions with explanations, changes against the baseline), the run's totals. ``failed_tests``: as
     for :func:`workflow_commands`."""
@@ -173,6 +173,8 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
              if failing(r, failed_tests) or r.key in drops
              or any(c.kind in noteworthy for c in (diffs[r.key].changes if r.key in diffs else []))]
     out = ["## bineval", ""]
+    if partial is not None:
+        out += [f"**Partial run** ({md(partial)}): only the tests that ran are here; its report is no baseline.", ""]
     out.append(f"**{_n(totals.evaluations, 'evaluation')}**: {totals.passed} passed, {totals.failed} below "
                f"threshold, {_n(totals.errors, 'judge error')}.")
     if totals.unscored_tests:

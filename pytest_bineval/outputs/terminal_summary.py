@@ -37,7 +37,7 @@ class TerminalSummary:
             if document.evaluations or document.unscored or regressions is not None:
                 terminalreporter.write_sep("=", "bineval summary")
                 for text, markup in summary_lines(document.evaluations, document.totals, regressions,
-                                                  document.unscored):
+                                                  document.unscored, checklists=document.checklists):
                     terminalreporter.write_line(text, **markup)
                 for label, path in log.written:
                     terminalreporter.write_line(f"{label}: {path}")
@@ -47,6 +47,10 @@ class TerminalSummary:
                     terminalreporter.write_line(text, **markup)
         for note in [*log.notes, *(document.notes if document is not None else [])]:
             terminalreporter.write_line(note, yellow=True)
+        if document is not None and document.partial:
+            terminalreporter.write_line(
+                f"bineval: partial run ({document.partial_reason}): the report covers only the tests that ran; "
+                "it is no baseline (--bineval-allow-partial-baseline to use it anyway)", red=True, bold=True)
 
 
 def register(config: pytest.Config, options: Options) -> None:

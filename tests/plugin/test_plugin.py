@@ -535,3 +535,20 @@ def test_an_unwritable_report_path_is_a_note_and_a_failed_session_not_a_crash(py
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert (pytester.path / "page.html").is_file()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_totals_are_the_records_plus_checklist_generation(pytester: pytest.Pytester) -> None:
+    """Checklist generation's requests are carried by no record: the report's checklists section has them, the
+    summary shows them, and the totals are the records' usage plus that section's."""
+    make_project(pytester, no=(Q.format("consistency", 2),))
+    pytester.makepyfile(PASS_AND_FAIL)
+    result = pytester.runpytest("--color=no", "--bineval-report=report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    data = report_of(pytester)
+    assert data.checklists.generated == 1  # one task, one checklist for both tests
+    spent = data.checklists.usage
+    assert spent.llm_calls > 0
+    for name in ("llm_calls", "cache_hits", "prompt_tokens", "completion_tokens", "failed_requests"):
+        records = sum(getattr(r.usage, name) for r in data.evaluations)
+        assert getattr(data.totals, name) == records + getattr(spent, name), name
+    result.stdout.fnmatch_lines([f"of which checklist generation: 1 checklist, requests: {spent.llm_calls}, *"])
