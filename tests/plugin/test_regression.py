@@ -623,7 +623,7 @@ def test_an_interrupted_run_is_marked_partial_and_refused_as_baseline(pytester: 
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     result = pytester.runpytest("--color=no", "--bineval-report=report.json", "--bineval-html=report.html",
-                                "--bineval-github=on")
+                                "--bineval-github=on", no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["bineval: partial run (interrupted*): the report covers only the tests that ran*"])
     data = ReportDocument.load(pytester.path / "report.json")
