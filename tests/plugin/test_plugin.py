@@ -545,10 +545,10 @@ def test_totals_are_the_records_plus_checklist_generation(pytester: pytest.Pytes
     result = pytester.runpytest("--color=no", "--bineval-report=report.json")
     result.assert_outcomes(passed=1, failed=1)
     data = report_of(pytester)
-    assert data.checklists.generated == 1  # one task, one checklist for both tests
+    assert data.checklists.generated == 2  # one task, checked on two sets of dimensions
     spent = data.checklists.usage
     assert spent.llm_calls > 0
     for name in ("llm_calls", "cache_hits", "prompt_tokens", "completion_tokens", "failed_requests"):
         records = sum(getattr(r.usage, name) for r in data.evaluations)
         assert getattr(data.totals, name) == records + getattr(spent, name), name
-    result.stdout.fnmatch_lines([f"of which checklist generation: 1 checklist, requests: {spent.llm_calls}, *"])
+    result.stdout.fnmatch_lines([f"of which checklist generation: 2 checklists, requests: {spent.llm_calls}, *"])
