@@ -177,7 +177,7 @@ class AssertionRequest:
         return thresholds_for(names, *self.layers)
 
 
-def test_checklist(ctx: TestContext) -> Checklist:
+def checklist_of_test(ctx: TestContext) -> Checklist:
     """The ``bineval_checklist`` fixture: the test's checklist, from its marker or ``bineval_task``."""
     from .engine import run_sync
 

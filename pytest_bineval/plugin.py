@@ -130,9 +130,9 @@ def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
 @pytest.fixture
 def bineval_checklist(_bineval_context: TestContext) -> Checklist:
     """The current test's checklist (marker or ``bineval_task``; pinned file when there is one)."""
-    from .assertions import test_checklist
+    from .assertions import checklist_of_test
 
-    return test_checklist(_bineval_context)
+    return checklist_of_test(_bineval_context)
 
 
 @pytest.hookimpl(wrapper=True)
