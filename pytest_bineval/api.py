@@ -73,6 +73,5 @@ def evaluate(output: str, checklist: Checklist, source: str | None = None, *,
              dimensions: list[str] | str | None = None, model: str | None = None,
              settings: Settings | None = None, **options: Any) -> Evaluation:
     """Sync twin of :func:`aevaluate`."""
-    check_output(output, source)
     return run_sync(aevaluate(output, checklist, source, dimensions=dimensions, model=model,
                               settings=settings, **options))

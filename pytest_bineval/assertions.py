@@ -3,6 +3,10 @@
 Inside a pytest run the plugin provides the current test's context (its service, marker, task
 fixture, pinned checklists, report). Outside pytest, ``task=`` or ``checklist=`` must be given and
 the default settings apply.
+
+Each call is one :class:`AssertionRequest`, resolved once from the call's arguments, the marker, the
+``bineval_task`` fixture and the options, and carried to the engine: the session's (inside pytest), or one
+engine for the call (outside), which makes the checklist and judges the output.
 """
 
 from __future__ import annotations
@@ -12,15 +16,18 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .dimensions import DimensionsArg, default_threshold, did_you_mean, parse_dimensions
 from .errors import BinevalAssertionError, BinevalJudgeError, NoTaskError, UsageError
-from .models import SCORE_KINDS, STRATEGIES, Checklist, Evaluation, ScoreKind
-from .qworld import DEFAULT_TASK
-from .record import ChecklistStatus, EvaluationRecord, Location
-from .session import TestContext, current
+from .kinds import SCORE_KINDS, STRATEGIES, ScoreKind
 from .untrusted import inert
+
+if TYPE_CHECKING:  # a light module at import: a test module imports it when it is collected
+    from .engine import Engine
+    from .models import Checklist, Evaluation
+    from .record import ChecklistStatus, EvaluationRecord, Location
+    from .session import TestContext
 
 Threshold = float | Mapping[str, float]
 
@@ -111,33 +118,130 @@ def judge_error_message(record: EvaluationRecord) -> str:
     return "\n".join(lines)
 
 
-@dataclass
-class _Prepared:
-    evaluation: Evaluation
-    thresholds: dict[str, float]
-    ctx: TestContext | None
-    checklist: Checklist
-    status: ChecklistStatus
+@dataclass(frozen=True)
+class AssertionRequest:
+    """One assertion, resolved once from the call's arguments, the test's marker, its ``bineval_task`` fixture
+    and the session's options (in that order of precedence), and carried as it is to the engine."""
+
     output: str
     source: str | None
-    score_kind: ScoreKind = "share"
+    ctx: TestContext | None  # None outside a pytest run with the plugin
+    location: Location | None  # the user's call
+    checklist: Checklist | None  # given: no checklist is generated
+    task: str | None  # the checklist's task (None: question-specific criteria without one)
+    checklist_dimensions: DimensionsArg  # what a generated checklist covers: the marker's, else the call's
+    names: list[str] | None  # the dimensions checked (None: all of the checklist's)
+    threshold: Threshold | None  # the call's own threshold=
+    layers: tuple[Threshold | None, ...]  # the thresholds that apply, first wins: call, marker, options
+    strategy: str  # bineval | qworld | qworld-lite
+    question: str | None  # what question-specific criteria are written for (the source)
+    score_kind: ScoreKind
+    model: str | None  # the judge of this call (None: the settings')
+
+    @classmethod
+    def build(cls, output: Any, dimension: DimensionsArg = None, *, source: Any = None, task: str | None = None,
+              threshold: Threshold | None = None, checklist: Checklist | None = None, model: str | None = None,
+              criteria: str | None = None, score: str | None = None) -> AssertionRequest:
+        """Check the input (once) and resolve every argument; UsageError or NoTaskError on a bad one."""
+        from .judge import check_output
+        from .session import current
+
+        check_output(output, source)
+        ctx = current()
+        marker = ctx.marker if ctx is not None else None
+        request = parse_dimensions(dimension)
+        strategy = _choice("criteria", criteria, marker.criteria if marker else None, STRATEGIES, "bineval")
+        score_kind: ScoreKind = "points" if _choice(
+            "score", score, marker.score if marker else None, SCORE_KINDS, "share") == "points" else "share"
+        if score_kind == "points" and ctx is not None and ctx.service.options.gate == "lower-bound":
+            raise UsageError("--bineval-gate lower-bound compares the lower end of a share's 95% interval with the "
+                             "threshold; score='points' has no such interval: run these tests with the mean gate")
+        question: str | None = None
+        if checklist is None and strategy != "bineval":
+            if source is None:
+                raise UsageError(f"criteria={strategy!r} writes criteria for the question the output answers: pass "
+                                 "the question (with its context) as source=")
+            question = source
+        if checklist is None:
+            task = _task(task, ctx, required=strategy == "bineval")
+        layers: tuple[Threshold | None, ...] = (threshold,)
+        if ctx is not None:
+            layers += (ctx.marker.threshold, ctx.service.options.threshold)
+        return cls(output=output, source=source, ctx=ctx, location=_caller_location(ctx), checklist=checklist,
+                   task=task, checklist_dimensions=marker.dimensions if marker and marker.dimensions else dimension,
+                   names=list(request.names) if request is not None else None, threshold=threshold, layers=layers,
+                   strategy=strategy, question=question, score_kind=score_kind, model=model)
+
+    def thresholds(self, names: list[str]) -> dict[str, float]:
+        check_threshold_keys(names, self.threshold)
+        return thresholds_for(names, *self.layers)
 
 
-def _conclude(p: _Prepared, location: Location | None) -> Evaluation:
+def checklist_of_test(ctx: TestContext) -> Checklist:
+    """The ``bineval_checklist`` fixture: the test's checklist, from its marker or ``bineval_task``."""
+    from .engine import run_sync
+
+    if ctx.marker.criteria not in (None, "bineval"):
+        raise UsageError(
+            f"{ctx.nodeid}: bineval_checklist is the task's checklist; with criteria={ctx.marker.criteria!r} the "
+            "criteria depend on the question: use bineval.checklist(task, strategy=..., question=...) instead")
+    task = _task(None, ctx)
+    if not task:
+        raise NoTaskError(NO_TASK_MESSAGE)  # an error of the test that is counted as not scored
+    checklist, _ = run_sync(ctx.service.achecklist_for(ctx, task, ctx.marker.dimensions))
+    return checklist
+
+
+async def _aassert(req: AssertionRequest) -> Evaluation:
+    """Get the checklist, judge the output, record it (inside pytest) and conclude: raise or return. Inside pytest
+    the session's engine does the work; outside, one engine for this call, closed afterwards."""
     __tracebackhide__ = True
-    if p.ctx is not None:
-        record = p.ctx.service.record(p.ctx, p.evaluation, p.thresholds, p.checklist, p.status, p.output, p.source,
-                                      location, score_kind=p.score_kind)
+    ctx = req.ctx
+    if ctx is not None:
+        return await _ajudge(req, ctx.service.engine)
+    from .engine import Engine
+    from .settings import Settings
+
+    engine = Engine(Settings().with_overrides(model=req.model))
+    try:
+        return await _ajudge(req, engine)
+    finally:
+        engine.close()
+
+
+async def _ajudge(req: AssertionRequest, engine: Engine) -> Evaluation:
+    __tracebackhide__ = True
+    from .qworld import DEFAULT_TASK
+    from .record import EvaluationRecord
+
+    ctx = req.ctx
+    checklist = req.checklist
+    status: ChecklistStatus = "explicit"
+    if checklist is None and ctx is not None:
+        checklist, status = await ctx.service.achecklist_for(ctx, req.task or DEFAULT_TASK, req.checklist_dimensions,
+                                                             strategy=req.strategy, question=req.question)
+    elif checklist is None:
+        checklist, status = await engine.achecklist(req.task, req.checklist_dimensions, strategy=req.strategy,
+                                                    question=req.question), "unpinned"
+    names = req.names if req.names is not None else list(checklist.dimensions)
+    selected = checklist.select(names)
+    thresholds = req.thresholds(names)
+    if ctx is not None:
+        ctx.service.note_threshold_keys(names, ctx.marker.threshold)
+    evaluation = await engine.aevaluate(req.output, selected, req.source, model=req.model if ctx else None)
+    if ctx is not None:
+        record = ctx.service.record(ctx, evaluation, thresholds, selected, status, req.output, req.source,
+                                    req.location, score_kind=req.score_kind)
     else:
-        record = EvaluationRecord.build(test="", evaluation=p.evaluation, thresholds=p.thresholds,
-                                        questions=p.checklist.questions, checklist_status=p.status,
-                                        output=p.output, source=p.source, location=location,
-                                        score_kind=p.score_kind, strategy=p.checklist.strategy)
+        record = EvaluationRecord.build(test="", evaluation=evaluation, thresholds=thresholds,
+                                        questions=selected.questions, checklist_status=status, output=req.output,
+                                        source=req.source, location=req.location, score_kind=req.score_kind,
+                                        strategy=selected.strategy)
     if record.outcome == "error":
         raise BinevalJudgeError(judge_error_message(record), record.errors())
     if record.outcome == "failed":
-        raise BinevalAssertionError(failure_message(record), p.evaluation)
-    return p.evaluation
+        raise BinevalAssertionError(failure_message(record), evaluation)
+    return evaluation
 
 
 def _task(task: str | None, ctx: TestContext | None, *, required: bool = True) -> str | None:
@@ -160,65 +264,16 @@ def _choice(name: str, value: str | None, marker_value: str | None, allowed: tup
     return chosen
 
 
-async def _aprepare(output: Any, dimension: DimensionsArg, source: Any, task: str | None,
-                    threshold: Threshold | None, checklist: Checklist | None, model: str | None,
-                    criteria: str | None = None, score: str | None = None) -> _Prepared:
-    from .judge import check_output
-
-    check_output(output, source)
-    ctx = current()
-    request = parse_dimensions(dimension)
-    strategy = _choice("criteria", criteria, ctx.marker.criteria if ctx is not None else None, STRATEGIES, "bineval")
-    score_kind: ScoreKind = "points" if _choice(
-        "score", score, ctx.marker.score if ctx is not None else None, SCORE_KINDS, "share") == "points" else "share"
-    if score_kind == "points" and ctx is not None and ctx.service.options.gate == "lower-bound":
-        raise UsageError("--bineval-gate lower-bound compares the lower end of a share's 95% interval with the "
-                         "threshold; score='points' has no such interval: run these tests with the mean gate")
-    status: ChecklistStatus = "explicit"
-    if checklist is None:
-        question: str | None = None
-        if strategy != "bineval":
-            if source is None:
-                raise UsageError(f"criteria={strategy!r} writes criteria for the question the output answers: pass "
-                                 "the question (with its context) as source=")
-            question = source
-        found_task = _task(task, ctx, required=strategy == "bineval")
-        gen_dims: DimensionsArg = ctx.marker.dimensions if ctx is not None and ctx.marker.dimensions else dimension
-        if ctx is not None:
-            checklist, status = await ctx.service.achecklist_for(
-                ctx, found_task or DEFAULT_TASK, gen_dims, strategy=strategy, question=question)
-        else:
-            from .api import agenerate_checklist
-
-            checklist = await agenerate_checklist(found_task, gen_dims, model=model, strategy=strategy,
-                                                  question=question)
-            status = "unpinned"
-    names = list(request.names) if request is not None else list(checklist.dimensions)
-    selected = checklist.select(names)
-    layers: list[Threshold | None] = [threshold]
-    if ctx is not None:
-        layers += [ctx.marker.threshold, ctx.service.options.threshold]
-    thresholds = thresholds_for(names, *layers)
-    check_threshold_keys(names, threshold)
-    if ctx is not None:
-        ctx.service.note_threshold_keys(names, ctx.marker.threshold)
-        evaluation = await ctx.service.engine.aevaluate(output, selected, source, model=model)
-    else:
-        from .api import aevaluate
-
-        evaluation = await aevaluate(output, selected, source, model=model)
-    return _Prepared(evaluation, thresholds, ctx, selected, status, output, source, score_kind)
-
-
-def _caller_location() -> Location | None:
+def _caller_location(ctx: TestContext | None) -> Location | None:
     """File (relative to the rootdir, else to the current directory) and line of the user's call."""
+    from .record import Location
+
     frame = sys._getframe(1)
     package = str(Path(__file__).parent)
     while frame is not None and frame.f_code.co_filename.startswith(package):
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None:
         return None
-    ctx = current()
     root = ctx.service.rootpath if ctx is not None else Path.cwd()
     path = Path(frame.f_code.co_filename)
     try:
@@ -255,9 +310,9 @@ def assert_passes(
     __tracebackhide__ = True
     from .engine import run_sync
 
-    location = _caller_location()
-    prepared = run_sync(_aprepare(output, dimension, source, task, threshold, checklist, model, criteria, score))
-    return _conclude(prepared, location)
+    request = AssertionRequest.build(output, dimension, source=source, task=task, threshold=threshold,
+                                     checklist=checklist, model=model, criteria=criteria, score=score)
+    return run_sync(_aassert(request))
 
 
 async def assert_passes_async(
@@ -274,6 +329,6 @@ async def assert_passes_async(
 ) -> Evaluation:
     """``await``-able twin of :func:`assert_passes` for async tests (no nested event loop)."""
     __tracebackhide__ = True
-    location = _caller_location()
-    prepared = await _aprepare(output, dimension, source, task, threshold, checklist, model, criteria, score)
-    return _conclude(prepared, location)
+    request = AssertionRequest.build(output, dimension, source=source, task=task, threshold=threshold,
+                                     checklist=checklist, model=model, criteria=criteria, score=score)
+    return await _aassert(request)

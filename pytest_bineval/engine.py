@@ -53,6 +53,7 @@ class Engine:
             cache = reply_cache(self.settings)
         self.cache = cache
         self.usage = Usage()
+        self.checklist_usage = Usage()  # of that, what checklist generation spent (no evaluation record carries it)
         # assert_passes may run in several threads of one test (each with its event loop): the running total is
         # updated under this lock, so that no request, token or cache hit of a concurrent evaluation is lost
         self._usage_lock = threading.Lock()
@@ -62,10 +63,13 @@ class Engine:
         if self.settings.judge_prompt is not None:
             self._judge_prompt = load_judge_prompt(os.path.expanduser(self.settings.judge_prompt))
 
-    def add_usage(self, usage: Usage) -> None:
-        """Add ``usage`` to the running total, atomically (evaluations may run in several threads at once)."""
+    def add_usage(self, usage: Usage, *, checklist: bool = False) -> None:
+        """Add ``usage`` to the running total, atomically (evaluations may run in several threads at once);
+        ``checklist``: spent generating a checklist (kept apart too: :attr:`checklist_usage`)."""
         with self._usage_lock:
             self.usage = self.usage + usage
+            if checklist:
+                self.checklist_usage = self.checklist_usage + usage
 
     def client(self, model: str, *, repeat: int = 0, deadline: float | None = None) -> LLMClient:
         """A client of ``model`` sharing this engine's cache and negotiation; ``repeat`` > 0 keys its cache entries
@@ -114,9 +118,9 @@ class Engine:
                 concurrency=1 if is_embedded(name) else self.settings.concurrency,
             )
         except BinevalError as exc:  # the failed requests were made all the same
-            self.add_usage(_judge.usage_of_error(exc))
+            self.add_usage(_judge.usage_of_error(exc), checklist=True)
             raise
-        self.add_usage(usage)
+        self.add_usage(usage, checklist=True)
         return result
 
     async def aevaluate(self, output: str, checklist: Checklist, source: str | None = None, *,

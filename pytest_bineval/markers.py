@@ -10,7 +10,7 @@ from typing import Any
 
 from .dimensions import DimensionsArg, parse_dimensions
 from .errors import BinevalError, UsageError
-from .models import SCORE_KINDS, STRATEGIES
+from .kinds import SCORE_KINDS, STRATEGIES
 
 MARKER_KWARGS = frozenset({"task", "dimensions", "threshold", "prompt", "criteria", "score"})
 MARKER_HELP = (

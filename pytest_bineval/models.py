@@ -17,10 +17,13 @@ from pydantic import (
 )
 
 from .errors import UsageError
-
-Answer = Literal["yes", "no", "error"]
-ExplainMode = Literal["failing", "all", "none"]
-EXPLAIN_MODES: tuple[ExplainMode, ...] = ("failing", "all", "none")
+from .kinds import EXPLAIN_MODES as EXPLAIN_MODES  # re-exported: the words live in the light .kinds
+from .kinds import SCORE_KINDS as SCORE_KINDS
+from .kinds import STRATEGIES as STRATEGIES
+from .kinds import Answer as Answer
+from .kinds import ExplainMode as ExplainMode
+from .kinds import ScoreKind as ScoreKind
+from .kinds import Strategy as Strategy
 
 
 def wants_explanation(mode: ExplainMode, answer: Answer) -> bool:
@@ -42,10 +45,6 @@ def _omit_unset(data: dict[str, Any], optional: dict[str, Any]) -> dict[str, Any
     """``data`` without the optional fields that hold their default: checklists written before those fields
     existed serialize exactly as they did (pinned files do not change when re-pinned)."""
     return {k: v for k, v in data.items() if k not in optional or v != optional[k]}
-
-
-Strategy = Literal["bineval", "qworld", "qworld-lite"]
-STRATEGIES: tuple[str, ...] = ("bineval", "qworld", "qworld-lite")
 
 
 class Question(BaseModel):
@@ -338,10 +337,6 @@ def share_of_yes(verdicts: Sequence[Verdict]) -> float | None:
     Error verdicts never count."""
     yes, answered = yes_count(verdicts)
     return None if not answered else yes / answered
-
-
-ScoreKind = Literal["share", "points"]
-SCORE_KINDS: tuple[str, ...] = ("share", "points")
 
 
 def points_score(verdicts: Sequence[Verdict], questions: Iterable[Question]) -> float | None:

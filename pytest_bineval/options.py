@@ -1,18 +1,44 @@
 """The ``--bineval-*`` options: built from the engine's :data:`~pytest_bineval.settings.SETTING_SPECS` plus
-what only the plugin does; parsing, validation, and the CLI > ini > default precedence."""
+what only the plugin does (:data:`PLUGIN_SPECS`, one :class:`OptionSpec` a line); parsing, validation, the
+CLI > ini > default precedence, and :class:`Options`, the validated values.
+
+A light module: the plugin imports it to add the options, so it imports no pydantic model, litellm or model.
+"""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pytest
 
-from .outputs.github import GITHUB_MODES
-from .record import GATES
-from .session import Options
+from .kinds import GATES, Gate
 from .settings import SETTING_SPECS, OptionSpec, Settings, choice, number_in
+
+GITHUB_MODES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The ``--bineval-*`` options, validated (picklable, for pytest-xdist): the engine's settings and
+    what only the pytest plugin does."""
+
+    settings: Settings = field(default_factory=Settings)
+    threshold: float | dict[str, float] | None = None
+    update_checklists: bool = False
+    strict: bool = False
+    report: str | None = None
+    html: str | None = None
+    optimize: bool = False
+    max_iterations: int = 3
+    pr_comment: str | None = None  # --bineval-pr-comment PATH (outputs/pr_comment.py)
+    baseline: str | None = None
+    allow_partial_baseline: bool = False
+    fail_on_regression: bool = False
+    regression_tolerance: float = 0.0
+    gate: Gate = "mean"
+    github: str = "auto"  # auto (GITHUB_ACTIONS=true), on, off
 
 
 def parse_threshold(text: str) -> float | dict[str, float]:
@@ -60,6 +86,9 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                number_in(int, 1, 20, range_text="iterations are 1 to 20"), "N", 3),
     OptionSpec("baseline", "baseline", "compare this run with a previous --bineval-report JSON, question by "
                "question (relative to the rootdir)", str, "PATH", "none"),
+    OptionSpec("allow-partial-baseline", "allow_partial_baseline", "accept a --bineval-baseline report of a partial "
+               "run (interrupted, stopped by -x/--maxfail, or ended by an internal error); without it such a "
+               "baseline is a usage error"),
     OptionSpec("fail-on-regression", "fail_on_regression", "fail the session when a question answered yes in the "
                "baseline is now no, or a dimension score dropped by more than the tolerance (with "
                "--bineval-baseline)"),

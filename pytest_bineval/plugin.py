@@ -1,34 +1,31 @@
-"""pytest hooks, fixtures and options of pytest-bineval: wiring only; the logic lives in plain objects
-(:mod:`.session`, :mod:`.markers`, :mod:`.assertions`, :mod:`.outputs`, :mod:`.optimize`).
+"""pytest hooks, fixtures and options of pytest-bineval: wiring only. The logic lives in plain objects
+(:mod:`.session`, :mod:`.markers`, :mod:`.assertions`, :mod:`.optimize`); every output is a plugin object of
+:mod:`.outputs` reading the run's finished document, handed to ``pytest_bineval_finished``.
 
-Loading this module imports neither litellm nor a model: ``pytest --help`` stays fast.
+A light module: loading it (``pytest --help``, ``--collect-only``) imports no pydantic model, litellm or model.
+The session's service (its engine) is made when a test first needs it.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-from collections.abc import Callable, Generator, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from . import outputs
 from .errors import BinevalAssertionError, BinevalError, BinevalJudgeError
 from .markers import MARKER_HELP, MarkerArgs, read_marker
-from .models import Checklist
-from .options import add_options, read_options
-from .outputs.github import GithubEnv, detect
-from .pins import pin_path
-from .record import OptimizeOutcome
-from .session import BinevalService, TestContext, reset_current, set_current
+from .options import Options, add_options, read_options
+from .outputs.base import output_log
 
-SERVICE = pytest.StashKey[BinevalService]()
-CONTEXT = pytest.StashKey[TestContext]()
-OPTIMIZED = pytest.StashKey[list[OptimizeOutcome]]()
-GITHUB = pytest.StashKey[GithubEnv]()
-NOTES = pytest.StashKey[list[str]]()  # problems met after the run, shown in the terminal summary
-UNWRITTEN = pytest.StashKey[set[str]]()  # report options whose file could not be written
+if TYPE_CHECKING:
+    from .models import Checklist
+    from .session import Bineval, BinevalService, TestContext
+
+OPTIONS = pytest.StashKey[Options]()
+SERVICE = pytest.StashKey["BinevalService"]()
+CONTEXT = pytest.StashKey["TestContext"]()
 OPTIMIZER = pytest.StashKey[Any]()  # the --bineval-optimize loop (optimize.rerun.OptimizeRunner), on the controller
 
 
@@ -48,18 +45,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:.*ReadOnly.*qualifier:UserWarning")
     # litellm leaves a coroutine unawaited when a request is cancelled at a deadline: not the user's concern
     config.addinivalue_line("filterwarnings", "ignore:coroutine '.*acompletion' was never awaited:RuntimeWarning")
-    try:
-        service = BinevalService.create(read_options(config), config.rootpath)
-        if not _is_worker(config):  # the controller compares the merged records with the baseline
-            service.load_baseline()
-    except BinevalError as exc:  # e.g. an unreadable --bineval-judge-prompt or --bineval-baseline
-        raise pytest.UsageError(str(exc)) from None
-    github = None if _is_worker(config) else detect(service.options.github, os.environ)
-    if github is not None:
-        config.stash[GITHUB] = github
-    service.on_record = lambda record: config.hook.pytest_bineval_evaluated(config=config, record=record)
-    config.stash[SERVICE] = service
-    if service.options.optimize and not _is_worker(config):
+    options = read_options(config)
+    config.stash[OPTIONS] = options
+    if options.settings.judge_prompt is not None or (options.baseline and not _is_worker(config)):
+        _service(config)  # files read up front: an unreadable one is a usage error before any test runs
+    outputs.register(config, options)
+    if options.optimize and not _is_worker(config):
         from .optimize.rerun import OptimizeRunner
 
         def show(line: str) -> None:
@@ -67,13 +58,27 @@ def pytest_configure(config: pytest.Config) -> None:
             if reporter is not None:
                 reporter.write_line(line)
 
-        runner = OptimizeRunner(lambda: service, service.engine, config.rootpath, service.options.max_iterations,
-                                show=show)
+        runner = OptimizeRunner(lambda: _service(config).ledger, lambda: _service(config).engine, config.rootpath,
+                                options.max_iterations, show=show)
         config.stash[OPTIMIZER] = runner
         config.pluginmanager.register(runner, "bineval-optimize")
-    from .outputs import junit
 
-    junit.register(config)  # --junitxml: a test that could not be scored is an <error>
+
+def _service(config: pytest.Config) -> BinevalService:
+    """The session's service (one engine), made on first use."""
+    service = config.stash.get(SERVICE, None)
+    if service is None:
+        from .session import BinevalService
+
+        try:
+            service = BinevalService.create(config.stash[OPTIONS], config.rootpath)
+            if not _is_worker(config):  # the controller compares the merged records with the baseline
+                service.load_baseline()
+        except BinevalError as exc:  # e.g. an unreadable --bineval-judge-prompt or --bineval-baseline
+            raise pytest.UsageError(str(exc)) from None
+        service.on_record = lambda record: config.hook.pytest_bineval_evaluated(config=config, record=record)
+        config.stash[SERVICE] = service
+    return service
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -95,10 +100,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def bineval(pytestconfig: pytest.Config) -> BinevalService:
+def bineval(pytestconfig: pytest.Config) -> Bineval:
     """The session's pytest-bineval service: ``bineval.checklist(task, dimensions)``,
     ``bineval.evaluate(output, checklist, source)``, ``bineval.options``, ``bineval.records``."""
-    return pytestconfig.stash[SERVICE]
+    from .session import Bineval
+
+    return Bineval(_service(pytestconfig))
 
 
 @pytest.fixture
@@ -109,17 +116,23 @@ def bineval_task() -> str | None:
 
 @pytest.fixture(autouse=True)
 def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
+    from pathlib import Path
+
+    from .pins import pin_path
+    from .session import TestContext, reset_current, set_current
+
     item = request.node
     path = getattr(item, "path", None)
+    service = _service(request.config)
     ctx = TestContext(
-        service=request.config.stash[SERVICE],
+        service=service,
         nodeid=item.nodeid,
         marker=_marker(request.config, item),
         fixture_task=lambda: request.getfixturevalue("bineval_task"),
         pin_path=pin_path(Path(path), item.nodeid.split("::", 1)[-1]) if path is not None else None,
     )
     item.stash[CONTEXT] = ctx
-    ctx.service.attempts[item.nodeid] = ctx.service.attempts.get(item.nodeid, 0) + 1  # see keep_last_attempt
+    service.attempts[item.nodeid] = service.attempts.get(item.nodeid, 0) + 1  # see keep_last_attempt
     token = set_current(ctx)
     try:
         yield ctx
@@ -130,20 +143,9 @@ def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
 @pytest.fixture
 def bineval_checklist(_bineval_context: TestContext) -> Checklist:
     """The current test's checklist (marker or ``bineval_task``; pinned file when there is one)."""
-    from .assertions import NO_TASK_MESSAGE
-    from .engine import run_sync
-    from .errors import NoTaskError, UsageError
+    from .assertions import checklist_of_test
 
-    ctx = _bineval_context
-    if ctx.marker.criteria not in (None, "bineval"):
-        raise UsageError(
-            f"{ctx.nodeid}: bineval_checklist is the task's checklist; with criteria={ctx.marker.criteria!r} the "
-            "criteria depend on the question: use bineval.checklist(task, strategy=..., question=...) instead")
-    task = ctx.marker.task or (ctx.fixture_task() if ctx.fixture_task is not None else None)
-    if not task:
-        raise NoTaskError(NO_TASK_MESSAGE)  # an error of the test that is counted as not scored
-    checklist, _ = run_sync(ctx.service.achecklist_for(ctx, task, ctx.marker.dimensions))
-    return checklist
+    return checklist_of_test(_bineval_context)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -179,9 +181,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.when != "call":
         return report
     if report.failed:
-        ctx.service.failed_tests.add(item.nodeid)
+        ctx.service.ledger.failed_tests.add(item.nodeid)
     else:  # this attempt passed (an earlier one of a re-run may have failed)
-        ctx.service.failed_tests.discard(item.nodeid)
+        ctx.service.ledger.failed_tests.discard(item.nodeid)
     if unscorable:  # not a verdict on the output: the test could not be scored (an error, not a failure)
         report.bineval_error = True
     for rec in ctx.records:
@@ -212,96 +214,45 @@ def _is_worker(config: pytest.Config) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Workers send their ledger; the controller optimizes, compares with the baseline, builds the run's
+    document once and hands it to the outputs (``pytest_bineval_finished``)."""
     config = session.config
+    options = config.stash.get(OPTIONS, None)
     service = config.stash.get(SERVICE, None)
-    if service is None:
-        return
     if _is_worker(config):  # pytest-xdist: the controller merges what workers send
-        config.workeroutput["bineval"] = service.worker_payload()  # type: ignore[attr-defined]
+        if service is not None:
+            config.workeroutput["bineval"] = service.worker_payload()  # type: ignore[attr-defined]
         return
-    optimized: list[OptimizeOutcome] | None = None
-    if service.options.optimize:
+    if options is None or (service is None and not (options.report or options.html)):
+        return  # nothing ran through pytest-bineval (--collect-only) and no report file was asked for
+    service = _service(config)
+    optimized = None
+    if options.optimize:
         optimized = config.stash[OPTIMIZER].finish(service.records)
-        config.stash[OPTIMIZED] = optimized
     regressions = service.compare()
     if regressions is not None and regressions.failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --bineval-fail-on-regression
-    options = service.options
-    if options.report or options.html:
-        document = service.report_document(optimized)
-        written: list[tuple[str, str, Callable[[Path], object]]] = []
-        if options.report:
-            written.append(("JSON report", options.report, document.write))
-        if options.html:
-            from .outputs.html import write_html
+    document = service.report_document(optimized, partial=_partial_reason(session))
+    config.hook.pytest_bineval_finished(config=config, document=document)
+    if output_log(config).failed and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a report file asked for is missing
 
-            written.append(("HTML report", options.html, lambda path: write_html(path, document)))
-        for what, option, write in written:
-            path = service.path(option)
-            try:
-                write(path)
-            except OSError as exc:  # the run's results stay on the terminal; the session fails: a file is missing
-                config.stash.setdefault(NOTES, []).append(f"bineval: cannot write the {what} {path}: {exc}")
-                config.stash.setdefault(UNWRITTEN, set()).add(option)
-                if session.exitstatus == pytest.ExitCode.OK:
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    github = config.stash.get(GITHUB, None)
-    if github is not None and github.summary_path and (service.records or service.unscored
-                                                       or regressions is not None):
-        from .outputs.github import append_summary, step_summary
 
-        try:
-            append_summary(github.summary_path, step_summary(service.records, service.totals(), regressions,
-                                                             service.failed_tests))
-        except OSError as exc:
-            config.stash.setdefault(NOTES, []).append(f"bineval: cannot write the GitHub job summary: {exc}")
+def _partial_reason(session: pytest.Session) -> str | None:
+    """Why the run did not run every collected test (Ctrl-C, -x/--maxfail, an internal error), or None."""
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        stop = session.shouldstop or session.shouldfail
+        return f"interrupted: {stop}" if isinstance(stop, str) and stop else "interrupted (Ctrl-C or pytest.exit)"
+    if session.exitstatus == pytest.ExitCode.INTERNAL_ERROR:
+        return "an internal error ended the run"
+    stop = session.shouldfail or session.shouldstop  # -x / --maxfail: "stopping after 1 failures"
+    if stop:
+        return stop if isinstance(stop, str) else "stopped before every test ran"
+    return None
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     data = getattr(node, "workeroutput", {}).get("bineval")
     if data:
-        node.config.stash[SERVICE].merge_worker(data)
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    service = config.stash.get(SERVICE, None)
-    if service is None or _is_worker(config):
-        return
-    from .outputs.terminal import optimize_lines, regression_lines, summary_lines
-
-    github = config.stash.get(GITHUB, None)
-    token = secrets.token_hex(16)
-    if github is not None:  # what follows quotes model text: GitHub must not read any of it as a command
-        terminalreporter.write_line(f"::stop-commands::{token}")
-    if service.regressions is not None:
-        terminalreporter.write_sep("=", "bineval regressions")
-        for text, markup in regression_lines(service.regressions):
-            terminalreporter.write_line(text, **markup)
-    if service.records or service.unscored or service.regressions is not None:
-        terminalreporter.write_sep("=", "bineval summary")
-        for text, markup in summary_lines(service.records, service.totals(), service.regressions,
-                                          service.unscored):
-            terminalreporter.write_line(text, **markup)
-        unwritten = config.stash.get(UNWRITTEN, set())
-        if service.options.report and service.options.report not in unwritten:
-            terminalreporter.write_line(f"bineval report: {service.options.report}")
-        if service.options.html and service.options.html not in unwritten:
-            terminalreporter.write_line(f"bineval html report: {service.options.html}")
-    if service.options.optimize:
-        terminalreporter.write_sep("=", "bineval optimize")
-        optimized: list[OptimizeOutcome] = config.stash.get(OPTIMIZED, [])
-        for text, markup in optimize_lines(optimized):
-            terminalreporter.write_line(text, **markup)
-    notes: list[str] = [*config.stash.get(NOTES, []), *service.threshold_notes()]
-    if service.options.fail_on_regression and not service.options.baseline:
-        notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")
-    for note in notes:
-        terminalreporter.write_line(note, yellow=True)
-    if github is not None:  # workflow commands again, ours only: GitHub annotates the assert_passes lines
-        terminalreporter.write_line(f"::{token}::")
-        from .outputs.github import workflow_commands
-
-        for line in workflow_commands(service.records, service.regressions, rootdir=str(config.rootpath),
-                                      workspace=github.workspace, failed_tests=service.failed_tests):
-            terminalreporter.write_line(line)
+        _service(node.config).merge_worker(data)

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ._version import __version__
 from .errors import UsageError
 from .files import write_text_atomic
+from .kinds import GATES as GATES  # re-exported
+from .kinds import Gate as Gate
 from .models import (
     Answer,
     Evaluation,
@@ -42,8 +44,6 @@ OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the diges
 UNSCORED_MESSAGE = 2000  # characters of an unscored test's error message kept in the report
 
 Outcome = Literal["passed", "failed", "error"]
-Gate = Literal["mean", "lower-bound"]
-GATES: tuple[Gate, ...] = ("mean", "lower-bound")
 ChecklistStatus = Literal["pinned", "written", "unpinned", "stale", "explicit"]
 
 
@@ -456,6 +456,14 @@ class OptimizeOutcome(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+class ChecklistGeneration(BaseModel):
+    """The checklists the run generated and what generating them cost: requests no evaluation record carries, so
+    that the run's totals are the records' usage plus this (plus the requests of re-run attempts replaced)."""
+
+    generated: int = Field(default=0, description="checklists generated (not read from a pinned file)")
+    usage: Usage = Field(default_factory=Usage)
+
+
 class ReportDocument(BaseModel):
     """The ``--bineval-report`` JSON document (``format`` 2)."""
 
@@ -471,6 +479,14 @@ class ReportDocument(BaseModel):
                                              description="questions whose repeats got both answers")
     unscored: list[UnscoredTest] = Field(default_factory=list,
                                          description="tests that errored before any evaluation was recorded")
+    failed_tests: list[str] = Field(default_factory=list, description="ids of the tests whose call failed or "
+                                    "errored (an evaluation below threshold in a test that expects it is no news)")
+    notes: list[str] = Field(default_factory=list, description="problems the run met, as the terminal showed them")
+    partial: bool = Field(default=False, description="the run was cut short (interrupted, stopped by "
+                          "-x/--maxfail, an internal error): its tests are not all here")
+    partial_reason: str | None = Field(default=None, description="why the run is partial")
+    checklists: ChecklistGeneration = Field(default_factory=lambda: ChecklistGeneration(),
+                                            description="checklist generation: its requests are in the totals")
 
     @classmethod
     def parse(cls, data: Any) -> ReportDocument:

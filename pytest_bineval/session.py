@@ -1,10 +1,10 @@
-"""Run-wide state of a pytest session: options, the engine, the current test's context, pinned
-checklists, the evaluation records, and what pytest-xdist workers send to the controller."""
+"""Run-wide state of a pytest session: the engine (one per session), the current test's context, pinned
+checklists, and the run's :class:`~pytest_bineval.ledger.RunLedger` (records, usage, pins, ...), which
+pytest-xdist workers send to the controller."""
 
 from __future__ import annotations
 
 import contextvars
-import json
 import os
 import threading
 import time
@@ -16,14 +16,16 @@ from typing import Any
 from .dimensions import BUILTIN, DimensionsArg, did_you_mean, resolve_dimensions
 from .engine import Engine, run_sync
 from .errors import PinError, UsageError
+from .ledger import RunLedger
 from .markers import MarkerArgs
 from .models import Checklist, Evaluation, ScoreKind, Usage
+from .options import Options
 from .pins import PinFile, entry_id, pin_in_run
 from .qworld import DEFAULT_TASK, qworld_dimensions
 from .record import (
+    ChecklistGeneration,
     ChecklistStatus,
     EvaluationRecord,
-    Gate,
     Location,
     OptimizeOutcome,
     RegressionReport,
@@ -33,30 +35,8 @@ from .record import (
     UnscoredTest,
     UnstableQuestion,
 )
-from .settings import Settings
 
 Threshold = float | Mapping[str, float]
-
-
-@dataclass(frozen=True)
-class Options:
-    """The ``--bineval-*`` options, validated (picklable, for pytest-xdist): the engine's settings and
-    what only the pytest plugin does."""
-
-    settings: Settings = field(default_factory=Settings)
-    threshold: float | dict[str, float] | None = None
-    update_checklists: bool = False
-    strict: bool = False
-    report: str | None = None
-    html: str | None = None
-    pr_comment: str | None = None  # --bineval-pr-comment PATH (outputs/pr_comment.py)
-    optimize: bool = False
-    max_iterations: int = 3
-    baseline: str | None = None
-    fail_on_regression: bool = False
-    regression_tolerance: float = 0.0
-    gate: Gate = "mean"
-    github: str = "auto"  # auto (GITHUB_ACTIONS=true), on, off
 
 
 @dataclass
@@ -147,23 +127,19 @@ class BinevalService:
     options: Options
     engine: Engine
     rootpath: Path = field(default_factory=Path.cwd)
-    records: list[EvaluationRecord] = field(default_factory=list)
-    pins_written: list[str] = field(default_factory=list)
+    ledger: RunLedger = field(default_factory=RunLedger)  # what this run found (and the xdist workers sent)
     on_record: Callable[[EvaluationRecord], object] | None = None
-    worker_usage: list[Usage] = field(default_factory=list)
     baseline: ReportDocument | None = None  # --bineval-baseline, read by load_baseline()
     regressions: RegressionReport | None = None  # this run vs the baseline, made by compare()
-    failed_tests: set[str] = field(default_factory=set)  # ids of the tests whose call failed (or errored)
-    unscored: list[UnscoredTest] = field(default_factory=list)  # tests that errored before any record
-    rerun_evaluations: int = 0  # records of attempts a re-run plugin replaced (dropped from records)
-    dimensions_checked: set[str] = field(default_factory=set)  # by any assertion of the run
-    unpinned: set[str] = field(default_factory=set)  # pin entries (pins.entry_id) of unpinned or stale checklists
     attempts: dict[str, int] = field(default_factory=dict)  # contexts made per running test (re-runs make more)
-    marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
     # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
     started_ns: int = field(default_factory=time.time_ns)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # records (threads)
+
+    @property
+    def records(self) -> list[EvaluationRecord]:
+        return self.ledger.records
 
     @classmethod
     def create(cls, options: Options, rootpath: Path) -> BinevalService:
@@ -191,7 +167,14 @@ class BinevalService:
     def load_baseline(self) -> None:
         """Read ``--bineval-baseline`` (UsageError naming the file when it cannot be read)."""
         if self.options.baseline:
-            self.baseline = ReportDocument.load(self.path(self.options.baseline))
+            baseline = ReportDocument.load(self.path(self.options.baseline))
+            if baseline.partial and not self.options.allow_partial_baseline:
+                raise UsageError(
+                    f"--bineval-baseline {self.options.baseline} is the report of a partial run "
+                    f"({baseline.partial_reason or 'cut short'}): the tests it lacks would count as added and never "
+                    "be compared. Use the report of a complete run, or pass --bineval-allow-partial-baseline to "
+                    "compare with it anyway")
+            self.baseline = baseline
 
     def compare(self) -> RegressionReport | None:
         """This run's records against the baseline's; ``failed`` when --bineval-fail-on-regression applies."""
@@ -232,6 +215,8 @@ class BinevalService:
         key = self._memo_key(task, dims, strategy, question)
         if key not in self._memo:
             self._memo[key] = await self.engine.achecklist(task, dims, strategy=strategy, question=question)
+            with self._lock:
+                self.ledger.checklists_generated += 1
         return self._memo[key]
 
     async def achecklist_for(self, ctx: TestContext, task: str, dimensions: DimensionsArg, *,
@@ -242,7 +227,7 @@ class BinevalService:
         dims = resolve_dimensions(dimensions) if strategy == "bineval" else qworld_dimensions(dimensions)
         if ctx.pin_path is None:
             checklist = await self._agenerate(task, dims, strategy, question)
-            self.unpinned.add(entry_id(Path(ctx.nodeid), checklist))
+            self.ledger.unpinned.add(entry_id(Path(ctx.nodeid), checklist))
             return checklist, "unpinned"
         found, stale = PinFile.read(ctx.pin_path).find(task, dims, ctx.test_name, question=question,
                                                        strategy=strategy)
@@ -263,10 +248,10 @@ class BinevalService:
             checklist, changed = pin_in_run(ctx.pin_path, checklist, ctx.test_name, since_ns=self.started_ns,
                                             marker_dir=Path(self.engine.settings.cache_dir) / "pins-written")
             if changed:
-                self.pins_written.append(entry_id(ctx.pin_path, checklist))  # one per checklist, not per file
+                self.ledger.pins_written.append(entry_id(ctx.pin_path, checklist))  # one per checklist, not per file
             self._memo[self._memo_key(task, dims, strategy, question)] = checklist
             return checklist, "written"
-        self.unpinned.add(entry_id(ctx.pin_path, checklist))  # what --bineval-update-checklists would write
+        self.ledger.unpinned.add(entry_id(ctx.pin_path, checklist))  # what --bineval-update-checklists would write
         return checklist, "stale" if stale else "unpinned"
 
     def record(self, ctx: TestContext, evaluation: Evaluation, thresholds: dict[str, float], checklist: Checklist,
@@ -281,7 +266,7 @@ class BinevalService:
                 location=location, gate=self.options.gate, score_kind=score_kind, strategy=checklist.strategy,
             )
             ctx.records.append(rec)
-            self.records.append(rec)
+            self.ledger.records.append(rec)
         if self.on_record is not None:
             self.on_record(rec)
         return rec
@@ -289,22 +274,23 @@ class BinevalService:
     def note_threshold_keys(self, names: list[str], marker_threshold: Threshold | None) -> None:
         """What an assertion checked and which keys its marker's threshold has (for :meth:`threshold_notes`)."""
         with self._lock:
-            self.dimensions_checked.update(names)
+            self.ledger.dimensions_checked.update(names)
             if isinstance(marker_threshold, Mapping):
-                self.marker_threshold_keys.update(marker_threshold)
+                self.ledger.marker_threshold_keys.update(marker_threshold)
 
     def threshold_notes(self) -> list[str]:
         """A per-dimension threshold key of the markers or the command line that no assertion of the run checked
         (a typo such as ``fluncy=0.4`` would otherwise leave the default threshold in force without a word)."""
-        if not self.dimensions_checked:
+        ledger = self.ledger
+        if not ledger.dimensions_checked:
             return []
         cli = self.options.threshold
         sources = (("--bineval-threshold (or the bineval_threshold ini key)", set(cli) if isinstance(cli, dict)
-                    else set()), ("@pytest.mark.bineval(threshold=...)", self.marker_threshold_keys))
-        known = sorted(self.dimensions_checked | set(BUILTIN))
+                    else set()), ("@pytest.mark.bineval(threshold=...)", ledger.marker_threshold_keys))
+        known = sorted(ledger.dimensions_checked | set(BUILTIN))
         return [f"bineval: {origin} sets a threshold for {key!r}, which no assertion of this run checks"
                 f"{did_you_mean(key, known)}"
-                for origin, keys in sources for key in sorted(keys - {"*"} - self.dimensions_checked)]
+                for origin, keys in sources for key in sorted(keys - {"*"} - ledger.dimensions_checked)]
 
     def unscored_error(self, ctx: TestContext, error: str, message: str) -> None:
         """The test errored (a bineval error) and no record of it says why: keep it for the totals and reports."""
@@ -312,7 +298,7 @@ class BinevalService:
             return  # a judge error: its record says so
         entry = UnscoredTest.build(ctx.nodeid, error, message)
         ctx.unscored.append(entry)
-        self.unscored.append(entry)
+        self.ledger.unscored.append(entry)
 
     def keep_last_attempt(self, nodeid: str, ctx: TestContext | None) -> None:
         """After a test's protocol: what earlier attempts of it recorded (a re-run plugin ran it again) is
@@ -324,58 +310,85 @@ class BinevalService:
             made = self.attempts.pop(nodeid, 0)
             if made == 0 or (made == 1 and ctx is not None):
                 return  # one attempt (the usual case): nothing to replace, and no scan of the run's records
-            stale = [r for r in self.records if r.test == nodeid and not any(r is k for k in kept_records)]
+            ledger = self.ledger
+            stale = [r for r in ledger.records if r.test == nodeid and not any(r is k for k in kept_records)]
             if stale:
-                self.records[:] = [r for r in self.records if not any(r is s for s in stale)]
-                self.rerun_evaluations += len(stale)
-            self.unscored[:] = [u for u in self.unscored
-                             if u.test != nodeid or any(u is k for k in kept_unscored)]
+                ledger.records[:] = [r for r in ledger.records if not any(r is s for s in stale)]
+                ledger.rerun_evaluations += len(stale)
+            ledger.unscored[:] = [u for u in ledger.unscored
+                                  if u.test != nodeid or any(u is k for k in kept_unscored)]
 
     # -- run totals and the report ----------------------------------------------------------------------
     def usage(self) -> Usage:
-        """Everything this process's engine and the xdist workers' engines spent."""
-        return Usage.total([self.engine.usage, *self.worker_usage])
+        """Everything this process's engine and the merged-in ledgers (xdist workers) spent."""
+        return self.engine.usage + self.ledger.usage
+
+    def checklist_usage(self) -> Usage:
+        """Of :meth:`usage`, what checklist generation spent."""
+        return self.engine.checklist_usage + self.ledger.checklist_usage
 
     def totals(self) -> Totals:
-        return Totals.of(self.records, self.usage(), pins_written=len(set(self.pins_written)),
-                         regressions=self.regressions, unscored=len(self.unscored), reruns=self.rerun_evaluations,
-                         unpinned=len(self.unpinned))
+        ledger = self.ledger
+        return Totals.of(ledger.records, self.usage(), pins_written=len(set(ledger.pins_written)),
+                         regressions=self.regressions, unscored=len(ledger.unscored),
+                         reruns=ledger.rerun_evaluations, unpinned=len(ledger.unpinned))
 
-    def report_document(self, optimized: list[OptimizeOutcome] | None = None) -> ReportDocument:
+    def report_document(self, optimized: list[OptimizeOutcome] | None = None, *,
+                        partial: str | None = None) -> ReportDocument:
+        """The run's finished document: what every output reads (built once, at the end of the run);
+        ``partial``: why the run was cut short, if it was."""
         s = self.engine.settings
         settings = ReportSettings(model=s.judge_model, checklist_model=s.generator_model, cache=s.cache,
                                   temperature=s.temperature, concurrency=s.concurrency, timeout=s.timeout,
                                   retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
                                   repeats=s.repeats, gate=self.options.gate)
-        return ReportDocument(settings=settings, totals=self.totals(), evaluations=list(self.records),
+        ledger = self.ledger
+        notes = [*ledger.notes, *self.threshold_notes()]
+        if self.options.fail_on_regression and not self.options.baseline:
+            notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")
+        return ReportDocument(settings=settings, totals=self.totals(), evaluations=list(ledger.records),
                               optimize=optimized, regressions=self.regressions,
-                              unstable=UnstableQuestion.of(self.records), unscored=list(self.unscored))
+                              unstable=UnstableQuestion.of(ledger.records), unscored=list(ledger.unscored),
+                              failed_tests=sorted(ledger.failed_tests), notes=notes,
+                              partial=partial is not None, partial_reason=partial,
+                              checklists=ChecklistGeneration(generated=ledger.checklists_generated,
+                                                             usage=self.checklist_usage()))
 
-    # -- pytest-xdist: a worker's payload, merged by the controller ------------------------------------------
+    # -- pytest-xdist: a worker's ledger, merged by the controller ------------------------------------------
     def worker_payload(self) -> str:
-        return json.dumps({
-            "records": [r.model_dump(mode="json") for r in self.records],
-            "usage": self.engine.usage.model_dump(mode="json"),
-            "pins_written": self.pins_written,
-            "failed_tests": sorted(self.failed_tests),
-            "unscored": [u.model_dump(mode="json") for u in self.unscored],
-            "rerun_evaluations": self.rerun_evaluations,
-            "dimensions_checked": sorted(self.dimensions_checked),
-            "unpinned": sorted(self.unpinned),
-            "marker_threshold_keys": sorted(self.marker_threshold_keys),
-        })
+        """This worker's ledger, its engine's usage included."""
+        return RunLedger(usage=self.usage(), checklist_usage=self.checklist_usage()).merge(self.ledger).dumps()
 
     def merge_worker(self, payload: str) -> None:
-        data = json.loads(payload)
-        self.records.extend(EvaluationRecord.model_validate(r) for r in data["records"])
-        self.pins_written.extend(data["pins_written"])
-        self.failed_tests.update(data.get("failed_tests", []))
-        self.unscored.extend(UnscoredTest.model_validate(u) for u in data.get("unscored", []))
-        self.rerun_evaluations += int(data.get("rerun_evaluations", 0))
-        self.dimensions_checked.update(data.get("dimensions_checked", []))
-        self.unpinned.update(data.get("unpinned", []))
-        self.marker_threshold_keys.update(data.get("marker_threshold_keys", []))
-        self.worker_usage.append(Usage.model_validate(data["usage"]))
+        self.ledger.merge(RunLedger.loads(payload))
 
     def close(self) -> None:
         self.engine.close()
+
+
+class Bineval:
+    """The ``bineval`` session fixture: ``checklist(task, dimensions)``, ``evaluate(output, checklist,
+    source)``, ``options`` and the run's ``records`` so far (this process's)."""
+
+    def __init__(self, service: BinevalService) -> None:
+        self._service = service
+
+    @property
+    def options(self) -> Options:
+        return self._service.options
+
+    @property
+    def records(self) -> list[EvaluationRecord]:
+        return self._service.records
+
+    def checklist(self, task: str | None, dimensions: DimensionsArg = None, *, strategy: str = "bineval",
+                  question: str | None = None) -> Checklist:
+        """The (cached) checklist for a task, or with ``strategy="qworld"``/``"qworld-lite"`` the criteria for
+        ``question``; pinned files are used by tests, not by this call."""
+        return self._service.checklist(task, dimensions, strategy=strategy, question=question)
+
+    def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
+                 dimensions: list[str] | None = None, model: str | None = None) -> Evaluation:
+        """Answer the checklist's questions (or its ``dimensions``') about ``output`` with the session's engine
+        (its cache, its usage); no threshold, no record."""
+        return self._service.evaluate(output, checklist, source, dimensions=dimensions, model=model)

@@ -12,10 +12,10 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from .errors import UsageError
+from .kinds import EXPLAIN_MODES, ExplainMode
 from .llm.cache import CACHE_MODES, CacheMode
 from .llm.local import DEFAULT_MODEL
 from .llm.redis_cache import redis_url_value
-from .models import EXPLAIN_MODES, ExplainMode
 
 __all__ = ["CACHE_MODES", "EXPLAIN_MODES", "SETTING_SPECS", "CacheMode", "ExplainMode", "OptionSpec", "Settings",
            "add_setting_arguments", "settings_from_args"]

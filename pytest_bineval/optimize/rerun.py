@@ -32,10 +32,10 @@ class RunState(Protocol):
 class OptimizeRunner:
     """Registered by the plugin when ``--bineval-optimize`` is on (on the controller, not on xdist workers)."""
 
-    def __init__(self, state: Callable[[], RunState], engine: Any, rootpath: Path, max_iterations: int,
+    def __init__(self, state: Callable[[], RunState], engine: Callable[[], Any], rootpath: Path, max_iterations: int,
                  show: Callable[[str], object] | None = None) -> None:
         self._state = state
-        self.engine = engine
+        self._engine = engine  # the session's engine, made when first needed
         self.rootpath = rootpath
         self.max_iterations = max_iterations
         self.show = show
@@ -88,7 +88,7 @@ class OptimizeRunner:
             if self.show is not None:
                 self.show(iteration_line(name, entry))
 
-        optimizer = IterativeOptimizer(self.engine, measure, max_iterations=self.max_iterations, on_iteration=live)
+        optimizer = IterativeOptimizer(self._engine(), measure, max_iterations=self.max_iterations, on_iteration=live)
         for name in names:
             path = Path(name) if Path(name).is_absolute() else self.rootpath / name
             try:

@@ -1,6 +1,7 @@
-"""GitHub Actions output, pure functions of records: the markdown job summary (appended to
-``$GITHUB_STEP_SUMMARY``) and workflow commands (``::error file=...,line=...,title=...::message``) that
-annotate the ``assert_passes`` line of each failing assertion, and each regression whose assertion passed.
+"""GitHub Actions output, pure functions of records (the plugin object is :mod:`.github_summary`): the markdown
+job summary (appended to ``$GITHUB_STEP_SUMMARY``) and workflow commands
+(``::error file=...,line=...,title=...::message``) that annotate the ``assert_passes`` line of each failing
+assertion, and each regression whose assertion passed.
 
 Everything a model wrote or the test suite named (questions, explanations, test ids) is escaped: in the
 summary it cannot add markdown or HTML, in a workflow command it cannot end the command or start another.
@@ -9,29 +10,11 @@ summary it cannot add markdown or HTML, in a workflow command it cannot end the 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
 
 from ..models import cost_text
 from ..record import EvaluationDiff, EvaluationRecord, Location, RegressionReport, Totals
 from .terminal import score_line
-
-GITHUB_MODES = ("auto", "on", "off")
-
-
-@dataclass(frozen=True)
-class GithubEnv:
-    """What a GitHub Actions job tells its steps: where the job summary goes, where the checkout is."""
-
-    summary_path: str | None = None
-    workspace: str | None = None
-
-
-def detect(mode: str, environ: Mapping[str, str]) -> GithubEnv | None:
-    """``--bineval-github``: ``auto`` is on when ``GITHUB_ACTIONS=true``; None when off."""
-    if mode == "off" or (mode == "auto" and environ.get("GITHUB_ACTIONS") != "true"):
-        return None
-    return GithubEnv(environ.get("GITHUB_STEP_SUMMARY") or None, environ.get("GITHUB_WORKSPACE") or None)
 
 
 # -- workflow commands ---------------------------------------------------------------------------------------
@@ -179,7 +162,7 @@ def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]
 
 
 def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regressions: RegressionReport | None = None,
-                 failed_tests: Collection[str] | None = None) -> str:
+                 failed_tests: Collection[str] | None = None, *, partial: str | None = None) -> str:
     """The markdown job summary: a headline, each failing or regressed evaluation (scores vs thresholds,
     failing questions with explanations, changes against the baseline), the run's totals. ``failed_tests``: as
     for :func:`workflow_commands`."""
@@ -190,6 +173,8 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
              if failing(r, failed_tests) or r.key in drops
              or any(c.kind in noteworthy for c in (diffs[r.key].changes if r.key in diffs else []))]
     out = ["## bineval", ""]
+    if partial is not None:
+        out += [f"**Partial run** ({md(partial)}): only the tests that ran are here; its report is no baseline.", ""]
     out.append(f"**{_n(totals.evaluations, 'evaluation')}**: {totals.passed} passed, {totals.failed} below "
                f"threshold, {_n(totals.errors, 'judge error')}.")
     if totals.unscored_tests:

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from ..options import Options
+
 
 class JunitErrors:
     """A plugin object registered only when ``--junitxml`` is given."""
@@ -42,6 +44,6 @@ def _logxml(config: pytest.Config) -> Any:
     return config.stash.get(xml_key, None)
 
 
-def register(config: pytest.Config) -> None:
-    if getattr(config.option, "xmlpath", None) and not hasattr(config, "workerinput"):
+def register(config: pytest.Config, options: Options) -> None:
+    if getattr(config.option, "xmlpath", None):
         config.pluginmanager.register(JunitErrors(config), "bineval-junit")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from ..models import Verdict, cost_text
 from ..record import (
     CHANGE_KINDS,
+    ChecklistGeneration,
     DimensionResult,
     EvaluationRecord,
     OptimizeOutcome,
@@ -97,8 +98,10 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
 
 
 def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
-                  regressions: RegressionReport | None = None, unscored: Sequence[UnscoredTest] = ()) -> list[Line]:
-    """(text, markup) lines of the end-of-run summary."""
+                  regressions: RegressionReport | None = None, unscored: Sequence[UnscoredTest] = (), *,
+                  checklists: ChecklistGeneration | None = None) -> list[Line]:
+    """(text, markup) lines of the end-of-run summary; ``checklists``: what checklist generation spent (part of
+    the totals, carried by no record)."""
     lines: list[Line] = []
     for u in unscored:  # errored before any evaluation: no score, and no pass either
         lines.append((f"NOT SCORED {u.test}: {u.error}: {one_line(u.message)}", {"red": True, "bold": True}))
@@ -132,6 +135,13 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         f"tokens: {tot.prompt_tokens} prompt + {tot.completion_tokens} completion, cost: {cost}",
         {"bold": True},
     ))
+    if checklists is not None and (checklists.usage.llm_calls or checklists.usage.cache_hits):
+        spent = checklists.usage
+        failed = f" ({spent.failed_requests} failed)" if spent.failed_requests else ""
+        cost = cost_text(spent.cost_usd, spent.unpriced_requests)
+        lines.append((f"of which checklist generation: {_n(checklists.generated, 'checklist')}, requests: "
+                      f"{spent.llm_calls}{failed}, cache hits: {spent.cache_hits}, tokens: {spent.prompt_tokens} "
+                      f"prompt + {spent.completion_tokens} completion, cost: {cost}", {}))
     if tot.unscored_tests:
         lines.append((f"tests not scored: {tot.unscored_tests} (errored before any evaluation)",
                       {"red": True, "bold": True}))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_bineval.outputs.github import GithubEnv, command, detect, escape_data, escape_property, md, repo_path
-from pytest_bineval.testing.project import scripted_project
+from pytest_bineval.outputs.github import command, escape_data, escape_property, md, repo_path
+from pytest_bineval.outputs.github_summary import GithubEnv, detect
 
 
 @pytest.mark.parametrize(("mode", "env", "expected"), [
@@ -104,12 +104,17 @@ def test_judge_text_cannot_issue_workflow_commands(pytester: pytest.Pytester, mo
     """An explanation or error cause carrying '\\n::error ...' must not become a command of the job: the summary
     keeps model text on one line, model text everywhere (failure message, section, summary) carries no command
     marker, and bineval's summary is fenced with stop-commands but its own annotations."""
-    scripted_project(pytester, provider="ghfake", rule=f'''
+    pytester.makeconftest(f'''
+from pytest_bineval.testing import ScriptedModel
+
 def answer(req):
     if "check 2" in req.question:
         return RuntimeError({INJECTED!r})
     return '{{"answer": "no", "explanation": ' + __import__("json").dumps({INJECTED!r}) + '}}'
+
+FAKE = ScriptedModel(provider="ghfake", answers=answer).register()
 ''')
+    pytester.makeini("[pytest]\nbineval_model = ghfake/judge\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile('''
         import pytest
         from pytest_bineval import assert_passes

@@ -30,11 +30,32 @@ def test_help_lists_the_option_group_without_loading_litellm(pytester: pytest.Py
         "*--bineval-report=PATH*",
         "*--bineval-optimize*",
     ])
-    code = ("import sys, pytest; pytest.main(['--help']); "
-            "bad = [m for m in ('litellm', 'llama_cpp') if m in sys.modules]; "
-            "sys.exit(3 if bad else 0)")
+
+
+HEAVY = ("pytest_bineval.models", "pytest_bineval.record", "pytest_bineval.engine", "litellm", "llama_cpp")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--collect-only", "-q"]])
+def test_loading_the_plugin_imports_no_model_module_litellm_or_model(pytester: pytest.Pytester,
+                                                                     args: list[str]) -> None:
+    """``pytest --help`` and collecting a project of bineval tests (which import assert_passes and carry the
+    marker) load neither the package's pydantic models nor litellm nor the embedded model."""
+    pytester.makeini(QUIET_INI)
+    pytester.makepyfile(test_app="""
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the text.", dimensions=["fluency"], threshold={"fluency": 0.5})
+        def test_summary():
+            assert_passes("A summary.", source="A text.")
+    """)
+    code = (f"import sys, pytest; code = pytest.main({args!r}); "
+            f"bad = [m for m in {HEAVY!r} if m in sys.modules]; "
+            "print('HEAVY', bad); sys.exit(3 if bad else int(code))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=pytester.path)
-    assert proc.returncode == 0, "pytest --help imported litellm or llama_cpp"
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    if "--collect-only" in args:
+        assert "test_app.py::test_summary" in proc.stdout
 
 
 @pytest.mark.parametrize(
@@ -390,8 +411,34 @@ def test_async_variant_in_pytest_asyncio(pytester: pytest.Pytester) -> None:
     pytester.runpytest("-p", "asyncio").assert_outcomes(passed=1)
 
 
+# A conftest's pytest_bineval_finished: what it saw, one line per call, in finished.txt beside the project.
+FINISHED_HOOK = """
+
+def pytest_bineval_finished(config, document):
+    worker = hasattr(config, "workerinput")
+    line = f"{worker} {len(document.evaluations)} {document.totals.evaluations} {sorted(document.failed_tests)}"
+    with open(config.rootpath / "finished.txt", "a") as fh:
+        fh.write(line + "\\n")
+"""
+
+
+def _with_finished_hook(pytester: pytest.Pytester) -> None:
+    conftest = pytester.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + FINISHED_HOOK)
+
+
+def test_finished_hook_gets_the_run_document_once(pytester: pytest.Pytester) -> None:
+    make_project(pytester, no=(Q.format("consistency", 2),))
+    _with_finished_hook(pytester)
+    pytester.makepyfile(PASS_AND_FAIL)
+    pytester.runpytest().assert_outcomes(passed=1, failed=1)
+    lines = (pytester.path / "finished.txt").read_text().splitlines()
+    assert lines == ["False 2 2 ['test_finished_hook_gets_the_run_document_once.py::test_bad']"]
+
+
 def test_xdist_two_workers_merge_one_summary_and_report(pytester: pytest.Pytester) -> None:
     make_project(pytester, no=(Q.format("consistency", 2),))
+    _with_finished_hook(pytester)  # called once, on the controller, with every worker's evaluations
     pytester.makepyfile(PASS_AND_FAIL)
     pytester.makepyfile(test_more=MANY)
     result = pytester.runpytest_subprocess("-n", "2", "--bineval-report=report.json", "-p", "xdist")
@@ -402,6 +449,9 @@ def test_xdist_two_workers_merge_one_summary_and_report(pytester: pytest.Pyteste
     data = report_of(pytester)
     assert len(data.evaluations) == 6
     assert data.totals.llm_calls + data.totals.cache_hits > 0
+    assert data.failed_tests == ["test_xdist_two_workers_merge_one_summary_and_report.py::test_bad"]
+    assert (pytester.path / "finished.txt").read_text().splitlines() == [
+        "False 6 6 ['test_xdist_two_workers_merge_one_summary_and_report.py::test_bad']"]
 
 
 def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
@@ -482,3 +532,20 @@ def test_an_unwritable_report_path_is_a_note_and_a_failed_session_not_a_crash(py
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert (pytester.path / "page.html").is_file()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_totals_are_the_records_plus_checklist_generation(pytester: pytest.Pytester) -> None:
+    """Checklist generation's requests are carried by no record: the report's checklists section has them, the
+    summary shows them, and the totals are the records' usage plus that section's."""
+    make_project(pytester, no=(Q.format("consistency", 2),))
+    pytester.makepyfile(PASS_AND_FAIL)
+    result = pytester.runpytest("--color=no", "--bineval-report=report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    data = report_of(pytester)
+    assert data.checklists.generated == 2  # one task, checked on two sets of dimensions
+    spent = data.checklists.usage
+    assert spent.llm_calls > 0
+    for name in ("llm_calls", "cache_hits", "prompt_tokens", "completion_tokens", "failed_requests"):
+        records = sum(getattr(r.usage, name) for r in data.evaluations)
+        assert getattr(data.totals, name) == records + getattr(spent, name), name
+    result.stdout.fnmatch_lines([f"of which checklist generation: 2 checklists, requests: {spent.llm_calls}, *"])

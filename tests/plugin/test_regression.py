@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REAL_CHECKLIST
+from support import REAL_CHECKLIST, make_project
 
 from pytest_bineval.models import Evaluation, Verdict
 from pytest_bineval.record import EvaluationRecord, ReportDocument, text_digest
@@ -586,3 +586,65 @@ def test_fail_on_regression_without_a_baseline_says_nothing_was_compared(pyteste
     result.stdout.fnmatch_lines(["bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was "
                                  "compared"])
     assert "bineval regressions" not in result.stdout.str()
+
+
+INTERRUPTED = '''
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_a_first():
+    assert_passes("A fine summary.", dimension="fluency")
+
+def test_b_interrupt():
+    raise KeyboardInterrupt
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_c_never_runs():
+    assert_passes("Another summary.", dimension="fluency")
+'''
+
+
+def test_an_interrupted_run_is_marked_partial_and_refused_as_baseline(pytester: pytest.Pytester,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    make_project(pytester)
+    pytester.makepyfile(test_cut=INTERRUPTED)
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = pytester.runpytest("--color=no", "--bineval-report=report.json", "--bineval-html=report.html",
+                                "--bineval-github=on", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["bineval: partial run (interrupted*): the report covers only the tests that ran*"])
+    data = ReportDocument.load(pytester.path / "report.json")
+    assert data.partial and data.partial_reason is not None and "interrupted" in data.partial_reason
+    assert [r.test for r in data.evaluations] == ["test_cut.py::test_a_first"]
+    assert "Partial run" in (pytester.path / "report.html").read_text()
+    assert "**Partial run**" in summary.read_text()
+
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY")
+    refused = pytester.runpytest("--bineval-baseline=report.json", "-k", "a_first")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*--bineval-baseline report.json is the report of a partial run (interrupted*"
+                                  "--bineval-allow-partial-baseline*"])
+    allowed = pytester.runpytest("--bineval-baseline=report.json", "--bineval-allow-partial-baseline",
+                                 "-k", "a_first")
+    allowed.assert_outcomes(passed=1)
+
+
+def test_a_run_stopped_by_maxfail_is_partial_and_a_complete_run_is_not(pytester: pytest.Pytester) -> None:
+    make_project(pytester, no=(Q("fluency", 1),))
+    pytester.makepyfile(test_stop='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        @pytest.mark.parametrize("i", range(3))
+        def test_fails(i):
+            assert_passes(f"summary {i}", dimension="fluency")
+    ''')
+    pytester.runpytest("-x", "--bineval-report=cut.json").assert_outcomes(failed=1)
+    cut = ReportDocument.load(pytester.path / "cut.json")
+    assert cut.partial and cut.partial_reason == "stopping after 1 failures"
+    pytester.runpytest("--bineval-report=full.json").assert_outcomes(failed=3)
+    full = ReportDocument.load(pytester.path / "full.json")
+    assert not full.partial and full.partial_reason is None

@@ -313,7 +313,7 @@ def test_api_base_and_temperature_options_reach_the_engine(pytester: pytest.Pyte
     make_project(pytester)
     pytester.makepyfile(f'''
         def test_settings(bineval):
-            assert getattr(bineval.engine.settings, {attr!r}) == {value!r}
+            assert getattr(bineval.options.settings, {attr!r}) == {value!r}
     ''')
     pytester.runpytest(flag).assert_outcomes(passed=1)
 

@@ -1,0 +1,17 @@
+"""The words of the package's enumerations (answers, explain modes, checklist strategies, score kinds, gates):
+plain ``Literal`` types and tuples, importable without pydantic, so that the option table and the marker check
+(``pytest --help``, collection) load no model module. :mod:`.models` and :mod:`.record` re-export them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Answer = Literal["yes", "no", "error"]
+ExplainMode = Literal["failing", "all", "none"]
+EXPLAIN_MODES: tuple[ExplainMode, ...] = ("failing", "all", "none")
+Strategy = Literal["bineval", "qworld", "qworld-lite"]
+STRATEGIES: tuple[str, ...] = ("bineval", "qworld", "qworld-lite")
+ScoreKind = Literal["share", "points"]
+SCORE_KINDS: tuple[str, ...] = ("share", "points")
+Gate = Literal["mean", "lower-bound"]
+GATES: tuple[Gate, ...] = ("mean", "lower-bound")

@@ -1,0 +1,48 @@
+"""The run ledger: one field-driven merge (xdist workers, separate runs) and a JSON round trip."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from pytest_bineval.ledger import RunLedger
+from pytest_bineval.models import Evaluation, Question, Usage, Verdict
+from pytest_bineval.record import EvaluationRecord, UnscoredTest
+
+
+def _record(test: str) -> EvaluationRecord:
+    q = Question(id="fluency-1", dimension="fluency", text="Is it fluent?")
+    verdict = Verdict(question_id=q.id, dimension="fluency", question=q.text, answer="yes")
+    ev = Evaluation(task="T", model="m", dimensions=["fluency"], verdicts=[verdict])
+    return EvaluationRecord.build(test=test, evaluation=ev, thresholds={"fluency": 0.5}, questions=[q],
+                                  checklist_status="pinned")
+
+
+def _ledger(name: str, calls: int) -> RunLedger:
+    return RunLedger(records=[_record(f"t.py::{name}")], usage=Usage(llm_calls=calls, prompt_tokens=10 * calls),
+                     pins_written=[f"pin-{name}"], unpinned={f"u-{name}", "shared"},
+                     unscored=[UnscoredTest.build(f"t.py::{name}-x", "NoTaskError", "no task")],
+                     failed_tests={f"t.py::{name}"}, rerun_evaluations=calls, dimensions_checked={name},
+                     marker_threshold_keys={f"k-{name}"}, notes=[f"note {name}"])
+
+
+def test_merge_adds_every_field_of_the_other_ledger() -> None:
+    merged = _ledger("a", 1).merge(_ledger("b", 2))
+    assert [r.test for r in merged.records] == ["t.py::a", "t.py::b"]
+    assert (merged.usage.llm_calls, merged.usage.prompt_tokens) == (3, 30)
+    assert merged.pins_written == ["pin-a", "pin-b"]
+    assert merged.unpinned == {"u-a", "u-b", "shared"}
+    assert [u.test for u in merged.unscored] == ["t.py::a-x", "t.py::b-x"]
+    assert merged.failed_tests == {"t.py::a", "t.py::b"}
+    assert merged.rerun_evaluations == 3
+    assert merged.dimensions_checked == {"a", "b"}
+    assert merged.marker_threshold_keys == {"k-a", "k-b"}
+    assert merged.notes == ["note a", "note b"]
+    for f in fields(RunLedger):  # a field added later is merged too, or this test names it
+        assert getattr(merged, f.name) != getattr(RunLedger(), f.name), f.name
+
+
+def test_json_round_trip_keeps_every_field_and_an_older_payload_reads() -> None:
+    ledger = _ledger("a", 4)
+    again = RunLedger.loads(ledger.dumps())
+    assert again == ledger
+    assert RunLedger.from_json({"records": []}) == RunLedger()  # a field it lacks keeps its empty default
