@@ -12,12 +12,14 @@ HTML or ``@mentions``; each table stops at :data:`ROWS` rows and says how many m
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ..files import write_text_atomic
-from ..record import ReportDocument
-from .github import md as _md
+
+if TYPE_CHECKING:
+    from ..record import ReportDocument
 
 ROWS = 30  # rows per table; a GitHub comment holds at most 65,536 characters
 
@@ -25,7 +27,9 @@ ROWS = 30  # rows per table; a GitHub comment holds at most 65,536 characters
 def md(text: str) -> str:
     """Model text on one line, shown as itself (:func:`~pytest_bineval.outputs.github.md`), and no ``@mention``:
     a comment notifies whom it mentions."""
-    return _md(text).replace("@", "&#64;")
+    from .github import md  # the renderers load when the run is over: registering this output costs nothing
+
+    return md(text).replace("@", "&#64;")
 
 
 def _fmt(score: float | None) -> str:
