@@ -19,6 +19,7 @@ def _record(test: str) -> EvaluationRecord:
 
 def _ledger(name: str, calls: int) -> RunLedger:
     return RunLedger(records=[_record(f"t.py::{name}")], usage=Usage(llm_calls=calls, prompt_tokens=10 * calls),
+                     checklist_usage=Usage(llm_calls=1, prompt_tokens=calls), checklists_generated=1,
                      pins_written=[f"pin-{name}"], unpinned={f"u-{name}", "shared"},
                      unscored=[UnscoredTest.build(f"t.py::{name}-x", "NoTaskError", "no task")],
                      failed_tests={f"t.py::{name}"}, rerun_evaluations=calls, dimensions_checked={name},
@@ -29,6 +30,7 @@ def test_merge_adds_every_field_of_the_other_ledger() -> None:
     merged = _ledger("a", 1).merge(_ledger("b", 2))
     assert [r.test for r in merged.records] == ["t.py::a", "t.py::b"]
     assert (merged.usage.llm_calls, merged.usage.prompt_tokens) == (3, 30)
+    assert (merged.checklist_usage.llm_calls, merged.checklists_generated) == (2, 2)
     assert merged.pins_written == ["pin-a", "pin-b"]
     assert merged.unpinned == {"u-a", "u-b", "shared"}
     assert [u.test for u in merged.unscored] == ["t.py::a-x", "t.py::b-x"]
