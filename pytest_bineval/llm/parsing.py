@@ -7,7 +7,9 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 
 class MalformedResponse(ValueError):
@@ -248,6 +250,41 @@ def parse_json_object(text: str) -> dict[str, Any]:
         if _quoted_in(key, quoted):
             raise ValueError(f"ambiguous reply: another {key!r} outside the JSON object: {clip(text)!r}")
     return obj
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def reply_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema asked of the provider for replies of ``model``: pydantic's, without its titles and
+    descriptions (the docstrings are for readers of the code, not tokens of every request), closed
+    (``additionalProperties: false``). A structured reply is defined once, as a pydantic model: this schema and
+    :func:`read_reply` (the validator) both come from it."""
+    def closed(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return [closed(v) for v in node] if isinstance(node, list) else node
+        out = {k: ({name: closed(v) for name, v in node[k].items()} if k in ("properties", "$defs") else closed(v))
+               for k, v in node.items() if k not in ("title", "description")}
+        if out.get("type") == "object" and "properties" in out:
+            out.setdefault("additionalProperties", False)
+        return out
+
+    schema: dict[str, Any] = closed(model.model_json_schema())
+    return schema
+
+
+def read_reply(model: type[M], obj: dict[str, Any]) -> M:
+    """``obj`` (a reply's JSON object) as ``model``; ValueError naming the field and what is wrong with it
+    otherwise (``"answer": Input should be 'yes' or 'no' (got 'maybe')``)."""
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors(include_url=False):
+            field = ".".join(str(part) for part in e["loc"]) or "the reply"
+            got = "" if "input" not in e or isinstance(e["input"], dict) else f" (got {clip(repr(e['input']), 80)})"
+            problems.append(f'"{field}": {e["msg"].removeprefix("Value error, ")}{got}')
+        raise ValueError("; ".join(problems)) from None
 
 
 _ANSWER_PREFIX = re.compile(r'"answer"\s*:\s*"\s*$')
