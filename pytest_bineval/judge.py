@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -126,6 +127,39 @@ def judge_messages(task: str, source: str | None, output: str, question: Questio
     if question_first:
         messages[1]["content"] = f"Question: {question.text}\n\n{messages[1]['content']}"
     return messages
+
+
+# A question that refers to the input (the questions prompt tells the writer to call it "the input") cannot be
+# answered without one: asked with NO_SOURCE, the judge answers it about nothing and the test fails with no hint.
+_ABOUT_THE_INPUT = re.compile(
+    r"\b(?:the|this|that)\s+(?:given\s+|provided\s+|original\s+|source\s+)?"
+    r"(?:input|source|article|document|passage|transcript|source\s+text|original\s+text)\b",
+    re.IGNORECASE,
+)
+
+
+class MissingSourceWarning(UserWarning):
+    """An assertion was asked without ``source=`` while questions of its checklist are about the input."""
+
+
+def questions_needing_source(questions: Sequence[Question]) -> list[Question]:
+    """The questions that refer to the input (``the input``, ``the source``, ``the article``, ...): asked without
+    a source, they have nothing to be answered about."""
+    return [q for q in questions if _ABOUT_THE_INPUT.search(q.text)]
+
+
+def questions_need_source(questions: Sequence[Question]) -> bool:
+    """Whether any of ``questions`` refers to the input (see :func:`questions_needing_source`)."""
+    return bool(questions_needing_source(questions))
+
+
+def missing_source_message(test: str, questions: Sequence[Question]) -> str:
+    """The :class:`MissingSourceWarning` text for ``test``, an assertion asked without ``source=``."""
+    needing = questions_needing_source(questions)
+    first = needing[0].text if needing else ""
+    return (f"{test}: {len(needing)} question(s) of the checklist are about the input (e.g. {first!r}) but the "
+            f"assertion gave no source: they are judged about nothing. Pass the input the output was made from, "
+            f"assert_passes(output, ..., source=...), or check dimensions whose questions do not need it.")
 
 
 def explanation_messages(messages: list[dict[str, Any]], answer_reply: str) -> list[dict[str, Any]]:
