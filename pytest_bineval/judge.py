@@ -28,13 +28,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
+
 from .errors import ArgumentTypeError, CallError, InputTooLargeError
 from .llm.client import LLMClient
-from .llm.parsing import answer_at
+from .llm.parsing import answer_at, read_reply, reply_schema
 from .models import Checklist, Evaluation, ExplainMode, Question, Usage, Verdict, wants_explanation
 from .prompting import Prompt, delimit, load_follow_up, load_prompt
 
@@ -45,18 +49,37 @@ ANSWER_MAX_TOKENS = 16  # an answer-only JSON reply: {"answer": "yes"} is ~6 tok
 EXPLANATION_MAX_TOKENS = 64  # ~EXPLANATION_MAX characters
 TOP_LOGPROBS = 20  # alternatives read at the answer position (OpenAI's maximum)
 ANSWER_PREFILL = '{"answer": "'
-ANSWER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
-    "required": ["answer"],
-    "additionalProperties": False,
-}
-EXPLANATION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"explanation": {"type": "string", "maxLength": EXPLANATION_MAX}},
-    "required": ["explanation"],
-    "additionalProperties": False,
-}
+
+
+class AnswerReply(BaseModel):
+    """The judge's answer-only reply, ``{"answer": "yes"|"no"}`` (any case, trailing punctuation or quotes
+    forgiven). An explanation a provider volunteers with it (non-strict JSON modes) is kept, but not asked for:
+    it is not in the schema."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    answer: Literal["yes", "no"]
+    explanation: SkipJsonSchema[str] = ""
+
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _spelled(cls, value: Any) -> Any:
+        return value.strip().lower().strip(".!\"'") if isinstance(value, str) else value
+
+    @field_validator("explanation", mode="before")
+    @classmethod
+    def _volunteered(cls, value: Any) -> str:
+        return value.strip() if isinstance(value, str) else ""
+
+
+class ExplanationReply(BaseModel):
+    """The judge's explanation reply of the ``turns`` shape, ``{"explanation": "..."}`` (clipped after reading)."""
+
+    explanation: str = Field(json_schema_extra={"maxLength": EXPLANATION_MAX})
+
+
+ANSWER_SCHEMA: dict[str, Any] = reply_schema(AnswerReply)
+EXPLANATION_SCHEMA: dict[str, Any] = reply_schema(ExplanationReply)
 NO_SOURCE = "(no input was given; judge the response on its own)"
 
 Shape = Literal["prefill", "turns"]
@@ -74,19 +97,12 @@ def explanation_prefill(answer: str) -> str:
 
 def _answer_field(obj: dict[str, Any]) -> tuple[Literal["yes", "no"], str]:
     """(answer, explanation the model volunteered or "") of an answer-only reply."""
-    raw = str(obj.get("answer", "")).strip().lower().strip(".!\"'")
-    if raw not in ("yes", "no"):
-        raise ValueError(f'"answer" must be "yes" or "no", not {obj.get("answer")!r}')
-    answer: Literal["yes", "no"] = "yes" if raw == "yes" else "no"
-    explanation = obj.get("explanation", "")
-    return answer, explanation.strip() if isinstance(explanation, str) else ""
+    reply = read_reply(AnswerReply, obj)
+    return reply.answer, reply.explanation
 
 
 def _explanation_field(obj: dict[str, Any]) -> str:
-    explanation = obj.get("explanation")
-    if not isinstance(explanation, str):
-        raise ValueError('"explanation" must be a string')
-    return explanation.strip()
+    return read_reply(ExplanationReply, obj).explanation.strip()
 
 
 def _clean_explanation(text: str) -> str:
@@ -111,6 +127,39 @@ def judge_messages(task: str, source: str | None, output: str, question: Questio
     if question_first:
         messages[1]["content"] = f"Question: {question.text}\n\n{messages[1]['content']}"
     return messages
+
+
+# A question that refers to the input (the questions prompt tells the writer to call it "the input") cannot be
+# answered without one: asked with NO_SOURCE, the judge answers it about nothing and the test fails with no hint.
+_ABOUT_THE_INPUT = re.compile(
+    r"\b(?:the|this|that)\s+(?:given\s+|provided\s+|original\s+|source\s+)?"
+    r"(?:input|source|article|document|passage|transcript|source\s+text|original\s+text)\b",
+    re.IGNORECASE,
+)
+
+
+class MissingSourceWarning(UserWarning):
+    """An assertion was asked without ``source=`` while questions of its checklist are about the input."""
+
+
+def questions_needing_source(questions: Sequence[Question]) -> list[Question]:
+    """The questions that refer to the input (``the input``, ``the source``, ``the article``, ...): asked without
+    a source, they have nothing to be answered about."""
+    return [q for q in questions if _ABOUT_THE_INPUT.search(q.text)]
+
+
+def questions_need_source(questions: Sequence[Question]) -> bool:
+    """Whether any of ``questions`` refers to the input (see :func:`questions_needing_source`)."""
+    return bool(questions_needing_source(questions))
+
+
+def missing_source_message(test: str, questions: Sequence[Question]) -> str:
+    """The :class:`MissingSourceWarning` text for ``test``, an assertion asked without ``source=``."""
+    needing = questions_needing_source(questions)
+    first = needing[0].text if needing else ""
+    return (f"{test}: {len(needing)} question(s) of the checklist are about the input (e.g. {first!r}) but the "
+            f"assertion gave no source: they are judged about nothing. Pass the input the output was made from, "
+            f"assert_passes(output, ..., source=...), or check dimensions whose questions do not need it.")
 
 
 def explanation_messages(messages: list[dict[str, Any]], answer_reply: str) -> list[dict[str, Any]]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -39,6 +40,10 @@ from .redaction import redact, redact_obj, replace_surrogates, secret_values
 from .repeats import wilson_interval
 
 REPORT_FORMAT = 2
+# The "kind" of a report file: what tells it from a pinned-checklist file or any other JSON.
+REPORT_KIND: Literal["bineval-report"] = "bineval-report"
+# The keys every report of a format has (what a report written before the "kind" marker is known by).
+REPORT_KEYS = {1: ("evaluations",), 2: ("generator", "settings", "totals", "evaluations")}
 SOURCE_IN_REPORT = 4000  # characters of the source kept in a record
 OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the digest covers all of it)
 UNSCORED_MESSAGE = 2000  # characters of an unscored test's error message kept in the report
@@ -468,6 +473,8 @@ class ReportDocument(BaseModel):
     """The ``--bineval-report`` JSON document (``format`` 2)."""
 
     format: Literal[2] = 2
+    kind: Literal["bineval-report"] = Field(default=REPORT_KIND, description="what this JSON document is "
+                                            "(reports written before this marker existed have none)")
     generator: str = f"pytest-bineval {__version__}"
     created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     settings: ReportSettings = Field(default_factory=lambda: ReportSettings())
@@ -490,26 +497,45 @@ class ReportDocument(BaseModel):
 
     @classmethod
     def parse(cls, data: Any) -> ReportDocument:
-        """A document from its decoded JSON, format 1 or 2; UsageError naming what is wrong otherwise."""
+        """A document from its decoded JSON, format 1 or 2; UsageError naming what is wrong, and where
+        (``evaluations[3].dimensions[0].score``), otherwise.
+
+        A file is a report when it says so (``"kind": "bineval-report"``, which every report of this version
+        has) or, written before that marker, when it has the keys every report of its format has: any other
+        JSON object with ``"format": 2`` (a pinned-checklist file, say) is refused, never read as an empty
+        baseline. Numbers must be finite (no ``NaN``, ``Infinity``), and each evaluation (test id and index)
+        appears once."""
         if not isinstance(data, dict):
             raise UsageError(f"a bineval report is a JSON object, not {type(data).__name__}")
         fmt = data.get("format")
+        if fmt not in (1, REPORT_FORMAT):
+            raise UsageError(f"unknown bineval report format {fmt!r}: this version reads formats 1 and "
+                             f"{REPORT_FORMAT}")
+        _check_kind(data, fmt)
+        number = _non_finite(data)
+        if number is not None:
+            raise UsageError(f"not a valid bineval report: {number}; a report holds finite numbers only")
         try:
-            if fmt == 1:
-                return cls._from_format_1(data)
-            if fmt == REPORT_FORMAT:
-                return cls.model_validate(data)
-        except (ValidationError, KeyError, TypeError, ValueError) as exc:
-            raise UsageError(f"not a valid bineval report (format {fmt}): {exc}") from None
-        raise UsageError(f"unknown bineval report format {fmt!r}: this version reads formats 1 and {REPORT_FORMAT}")
+            document = cls._from_format_1(data) if fmt == 1 else cls.model_validate(data)
+        except ValidationError as exc:
+            raise UsageError(f"not a valid bineval report (format {fmt}): {_validation_text(exc, '')}") from None
+        except RecursionError:
+            raise UsageError("not a valid bineval report: it is nested too deeply to be one") from None
+        _check_scores(document.evaluations)
+        _check_unique(document.evaluations)
+        return document
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> ReportDocument:
-        """Read a report file written by any version of this plugin; UsageError naming the file otherwise."""
+        """Read a report file written by any version of this plugin; UsageError naming the file and the place
+        otherwise."""
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise UsageError(f"cannot read the bineval report {os.fspath(path)}: {exc}") from None
+        except RecursionError:
+            raise UsageError(f"cannot read the bineval report {os.fspath(path)}: its JSON is nested too deeply "
+                             "to be a report") from None
         try:
             return cls.parse(data)
         except UsageError as exc:
@@ -528,28 +554,16 @@ class ReportDocument(BaseModel):
     def _from_format_1(cls, data: dict[str, Any]) -> ReportDocument:
         records = []
         counts: dict[str, int] = {}
-        for old in data.get("evaluations", []):
-            verdicts = [Verdict.model_validate(v) for v in old.get("verdicts", [])]
-            dims = []
-            for name, limit in dict(old.get("thresholds", {})).items():
-                score = old.get("scores", {}).get(name)
-                errored = any(v.answer == "error" for v in verdicts if v.dimension == name)
-                outcome: Outcome = "error" if errored else (
-                    "passed" if score is not None and score >= limit else "failed")
-                dims.append(DimensionResult(name=name, score=score, threshold=float(limit), outcome=outcome))
-            test = str(old["test"])
-            index = counts.get(test, 0)
-            counts[test] = index + 1
-            output = str(old.get("output") or "")
-            records.append(EvaluationRecord(
-                test=test, index=index, task=str(old.get("task", "")), prompt=old.get("prompt"),
-                model=str(old.get("model", "")), checklist_model=str(old.get("checklist_model") or ""),
-                checklist_status=old.get("checklist_status", "unpinned"), dimensions=dims,
-                overall=old.get("overall"), outcome=old.get("outcome", "failed"),
-                questions=[Question.model_validate(q) for q in old.get("questions", [])], verdicts=verdicts,
-                output=output, output_digest=text_digest(output) if output else "", source=old.get("source"),
-                usage=Usage.model_validate(old.get("usage") or {}),
-            ))
+        for i, old in enumerate(_items(data, "evaluations", "")):
+            try:
+                records.append(cls._record_of_format_1(old, f"evaluations[{i}]", counts))
+            except ValidationError as exc:
+                raise UsageError(f"not a valid bineval report (format 1): "
+                                 f"{_validation_text(exc, f'evaluations[{i}]')}") from None
+        for name in ("settings", "totals"):
+            if not isinstance(data.get(name) or {}, dict):
+                raise UsageError(f"not a valid bineval report (format 1): {name} is a "
+                                 f"{_json_type(data[name])}, not an object")
         totals = dict(data.get("totals") or {})
         totals.setdefault("errors", sum(r.outcome == "error" for r in records))
         optimize = data.get("optimize")
@@ -559,5 +573,153 @@ class ReportDocument(BaseModel):
                                                     if k in ReportSettings.model_fields}),
             totals=Totals.model_validate({k: v for k, v in totals.items() if k in Totals.model_fields}),
             evaluations=records,
-            optimize=None if optimize is None else [OptimizeOutcome.model_validate(o) for o in optimize],
+            optimize=None if optimize is None else _models(OptimizeOutcome, data, "optimize", ""),
         )
+
+    @staticmethod
+    def _record_of_format_1(old: Any, place: str, counts: dict[str, int]) -> EvaluationRecord:
+        """One format-1 evaluation entry as a record; UsageError naming ``place`` when it has not its shape."""
+        def bad(what: str) -> UsageError:
+            return UsageError(f"not a valid bineval report (format 1): {place}{what}")
+
+        if not isinstance(old, dict):
+            raise bad(f" is {_json_type(old)}, not an object")
+        for name in ("thresholds", "scores", "usage"):
+            if not isinstance(old.get(name) or {}, dict):
+                raise bad(f".{name} is {_json_type(old[name])}, not an object")
+        if "test" not in old:
+            raise bad(": it has no 'test'")
+        verdicts = _models(Verdict, old, "verdicts", place)
+        dims = []
+        for name, limit in dict(old.get("thresholds") or {}).items():
+            score = (old.get("scores") or {}).get(name)
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)):
+                raise bad(f".thresholds.{name} is {_json_type(limit)}, not a number")
+            if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+                raise bad(f".scores.{name} is {_json_type(score)}, not a number")
+            errored = any(v.answer == "error" for v in verdicts if v.dimension == name)
+            outcome: Outcome = "error" if errored else (
+                "passed" if score is not None and score >= limit else "failed")
+            dims.append(DimensionResult(name=name, score=score, threshold=float(limit), outcome=outcome))
+        test = str(old["test"])
+        index = counts.get(test, 0)
+        counts[test] = index + 1
+        output = str(old.get("output") or "")
+        return EvaluationRecord(
+            test=test, index=index, task=str(old.get("task", "")), prompt=old.get("prompt"),
+            model=str(old.get("model", "")), checklist_model=str(old.get("checklist_model") or ""),
+            checklist_status=old.get("checklist_status", "unpinned"), dimensions=dims,
+            overall=old.get("overall"), outcome=old.get("outcome", "failed"),
+            questions=_models(Question, old, "questions", place),
+            verdicts=verdicts, output=output, output_digest=text_digest(output) if output else "",
+            source=old.get("source"), usage=Usage.model_validate(old.get("usage") or {}),
+        )
+
+
+# -- reading a report file: what is wrong, and where --------------------------------------------------------------
+def _json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type (``an array``, ``a string``, ...)."""
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _place(prefix: str, loc: Sequence[Any]) -> str:
+    """``evaluations[3].dimensions[0].score`` from a prefix and a pydantic error location."""
+    out = prefix
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the document"
+
+
+def _validation_text(exc: ValidationError, prefix: str) -> str:
+    """The first errors of a validation, each as ``place: message`` (``evaluations[0].outcome: Input should be
+    'passed', 'failed' or 'error' (got 'maybe')``)."""
+    errors = exc.errors(include_url=False)
+    parts = []
+    for e in errors[:3]:
+        got = e.get("input")
+        shown = "" if isinstance(got, (dict, list)) else f" (got {str(got)[:60]!r})"
+        parts.append(f"{_place(prefix, e['loc'])}: {e['msg']}{shown}")
+    more = f"; and {len(errors) - 3} more" if len(errors) > 3 else ""
+    return "; ".join(parts) + more
+
+
+def _items(data: dict[str, Any], key: str, place: str) -> list[Any]:
+    """``data[key]``, which must be an array (absent or null: empty); UsageError naming the place otherwise."""
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise UsageError(f"not a valid bineval report: {_place(place, [key])} is {_json_type(value)}, "
+                         "not an array")
+    return value
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _models(model: type[M], data: dict[str, Any], key: str, place: str) -> list[M]:
+    """Each entry of the array ``data[key]`` validated as ``model``; UsageError naming the entry otherwise."""
+    out = []
+    for j, item in enumerate(_items(data, key, place)):
+        try:
+            out.append(model.model_validate(item))
+        except ValidationError as exc:
+            raise UsageError(f"not a valid bineval report (format 1): "
+                             f"{_validation_text(exc, _place(place, [key, j]))}") from None
+    return out
+
+
+def _check_kind(data: dict[str, Any], fmt: int) -> None:
+    """UsageError unless ``data`` is a report: it says so, or (written before the marker) has a report's keys."""
+    kind = data.get("kind")
+    if kind == REPORT_KIND:
+        return
+    if kind is not None:
+        raise UsageError(f"not a bineval report: its \"kind\" is {str(kind)[:60]!r}, not {REPORT_KIND!r}")
+    missing = [k for k in REPORT_KEYS[fmt] if k not in data]
+    if missing:
+        hint = " (it looks like a pinned-checklist file)" if "checklists" in data else ""
+        raise UsageError(f"not a valid bineval report{hint}: it has no \"kind\": {REPORT_KIND!r} and lacks "
+                         f"{', '.join(map(repr, missing))}, which every report of format {fmt} has")
+
+
+def _non_finite(data: Any) -> str | None:
+    """``place is NaN`` (or ``Infinity``, ``-Infinity``: a number too large for a float reads so too) for the first
+    number in ``data`` that is not finite, or None. Iterative: a deep document cannot exhaust the stack here."""
+    todo: list[tuple[Any, str]] = [(data, "")]
+    while todo:
+        value, place = todo.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            number = "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+            return f"{place or 'the document'} is {number}"
+        if isinstance(value, dict):
+            todo.extend((v, _place(place, [str(k)])) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            todo.extend((v, _place(place, [i])) for i, v in reversed(list(enumerate(value))))
+    return None
+
+
+def _check_scores(records: Sequence[EvaluationRecord]) -> None:
+    """UsageError naming the first score, interval end or threshold outside [0, 1] (every one a share)."""
+    for i, rec in enumerate(records):
+        values: list[tuple[str, float | None]] = [(f"evaluations[{i}].overall", rec.overall)]
+        for j, d in enumerate(rec.dimensions):
+            values += [(f"evaluations[{i}].dimensions[{j}].{name}", getattr(d, name))
+                       for name in ("score", "threshold", "low", "high")]
+        for place, value in values:
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise UsageError(f"not a valid bineval report: {place} is {value!r}, outside [0, 1] (scores, "
+                                 "their intervals and thresholds are shares)")
+
+
+def _check_unique(records: Sequence[EvaluationRecord]) -> None:
+    """UsageError when two entries are the same evaluation (test id and index): which one counts cannot be told."""
+    seen: dict[tuple[str, int], int] = {}
+    for i, rec in enumerate(records):
+        first = seen.setdefault((rec.test, rec.index), i)
+        if first != i:
+            raise UsageError(f"not a valid bineval report: evaluations[{i}] repeats evaluations[{first}] (test "
+                             f"{rec.test!r}, evaluation index {rec.index}); a report holds each evaluation once "
+                             "(was it merged by hand?)")

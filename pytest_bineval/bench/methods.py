@@ -26,8 +26,10 @@ from typing import Any
 
 from ..engine import Engine
 from ..errors import BinevalError, CallError, ChecklistGenerationError
+from ..judge import ANSWER_SCHEMA, AnswerReply
 from ..llm.cache import cache_key
 from ..llm.client import LLMClient
+from ..llm.parsing import read_reply
 from ..llm.providers import is_embedded
 from ..models import Checklist, Evaluation, Question, Usage
 from ..prompting import Prompt, delimit, load_prompt
@@ -438,19 +440,10 @@ class GevalMethod(Method):
 # unieval
 
 
-UNIEVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
-    "required": ["answer"],
-    "additionalProperties": False,
-}
-
-
 def _yes_no(obj: dict[str, Any]) -> bool:
-    answer = str(obj.get("answer", "")).strip().lower().strip(".!\"'")
-    if answer not in ("yes", "no"):
-        raise ValueError(f'"answer" must be "yes" or "no", not {obj.get("answer")!r}')
-    return answer == "yes"
+    """The UniEval reply is the judge's answer-only reply (one definition: :class:`~pytest_bineval.judge.AnswerReply`,
+    whose schema is :data:`~pytest_bineval.judge.ANSWER_SCHEMA`)."""
+    return read_reply(AnswerReply, obj).answer == "yes"
 
 
 class UnievalMethod(Method):
@@ -470,7 +463,7 @@ class UnievalMethod(Method):
                 reply = await client.complete_json(
                     unieval_messages(self.spec, item, dim.unieval_question),
                     schema_name=UNIEVAL_SCHEMA_NAME,
-                    schema=UNIEVAL_SCHEMA,
+                    schema=ANSWER_SCHEMA,
                     validate=_yes_no,
                     max_tokens=16,
                     want_p_yes=True,

@@ -33,6 +33,7 @@ from .negotiation import Form, FormatNegotiator, format_for, response_format
 from .parsing import (
     MalformedResponse,
     ReplyParts,
+    clean_reply,
     clip,
     get,
     p_yes_at,
@@ -52,7 +53,19 @@ R = TypeVar("R")
 
 
 class BinevalEncodingWarning(UserWarning):
-    """Text sent to a model had characters that cannot be encoded (lone surrogates); they were replaced."""
+    """Text sent to a model, or a model's reply, had characters that cannot be encoded (lone surrogates); they
+    were replaced by U+FFFD."""
+
+
+def _cleaned(content: str, model: str) -> str:
+    """A reply's text with its lone surrogates (raw or JSON-escaped) replaced, said in a warning: model-written
+    text enters the run here, so questions, requirements, criteria, lessons, explanations and verdicts can all be
+    written as UTF-8 (reports, pinned checklists, the terminal)."""
+    content, replaced = clean_reply(content)
+    if replaced:
+        warnings.warn(f"{replaced} lone surrogate character(s) (not valid UTF-8) in the reply of {model} were "
+                      "replaced by U+FFFD", BinevalEncodingWarning, stacklevel=4)
+    return content
 
 
 @dataclass
@@ -291,9 +304,10 @@ class LLMClient:
         if hit is None:
             return None
         try:
-            value = validate(parse_json_object(str(hit["content"])))
+            content = _cleaned(str(hit["content"]), self.settings.model)
+            value = validate(parse_json_object(content))
             p = hit.get("p_yes")
-            return Reply(value, str(hit["content"]), None if p is None else float(p),
+            return Reply(value, content, None if p is None else float(p),
                          Usage(cache_hits=1, cost_usd=0.0), cached=True)
         except (ValueError, KeyError, TypeError):
             return None  # an entry that no longer validates is recomputed
@@ -419,6 +433,7 @@ class LLMClient:
             content, finish = "", None
             try:
                 parts = reply_parts(response)
+                parts = ReplyParts(_cleaned(parts.content, model), parts.logprobs, parts.finish_reason)
                 content, finish = parts.content, parts.finish_reason
                 value = read(parts)
             except Exception as exc:  # a malformed response or an unusable reply: retried at once

@@ -7,7 +7,9 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 
 class MalformedResponse(ValueError):
@@ -34,7 +36,7 @@ def get(obj: Any, name: str) -> Any:
 
 def reply_parts(response: Any) -> ReplyParts:
     """The first choice's text, logprobs and finish reason; :class:`MalformedResponse` when the response has
-    no choices, no message or no text."""
+    no choices, no message or no text, ValueError when the text is longer than :data:`MAX_REPLY_CHARS`."""
     choices = get(response, "choices")
     if not isinstance(choices, (list, tuple)) or not choices:
         raise MalformedResponse("malformed provider response: no choices")
@@ -52,6 +54,7 @@ def reply_parts(response: Any) -> ReplyParts:
         raise MalformedResponse(f"malformed provider response: content is a {type(content).__name__}")
     if not content.strip():
         raise MalformedResponse(f"empty reply (finish_reason={finish!r})")
+    check_reply_size(content)
     return ReplyParts(content, get(choice, "logprobs"), None if finish is None else str(finish))
 
 
@@ -59,42 +62,163 @@ def reply_parts(response: Any) -> ReplyParts:
 # let them through (llama.cpp's server does).
 _DECODER = json.JSONDecoder(strict=False)
 
+# A reply longer than this is not read (an error verdict naming its size): every reply the plugin asks for is a
+# few hundred tokens (the longest, a qworld-lite tree, is bounded at 1,800), so 100,000 characters leave a margin of
+# more than ten, and reading a reply stays a matter of milliseconds inside the evaluation's deadline.
+MAX_REPLY_CHARS = 100_000
+# JSON nested deeper than this is not decoded (no reply the plugin asks for nests deeper than 5): a deeper candidate
+# counts as no object, and Python's decoder never meets its recursion limit.
+MAX_JSON_DEPTH = 100
 
-def _objects(text: str) -> list[tuple[dict[str, Any], int, int]]:
-    """Every JSON object found by scanning ``text`` left to right (an object's inside is not rescanned)."""
-    found: list[tuple[dict[str, Any], int, int]] = []
+
+def check_reply_size(text: str) -> None:
+    """ValueError naming the size and the limit when ``text`` is longer than :data:`MAX_REPLY_CHARS`."""
+    if len(text) > MAX_REPLY_CHARS:
+        raise ValueError(f"the reply is {len(text):,} characters long, more than the limit of {MAX_REPLY_CHARS:,} "
+                         f"characters a reply may have (MAX_REPLY_CHARS); it was not read")
+
+
+# Lone surrogates cannot be written as UTF-8 (a report, a pinned checklist, the terminal): model text that holds
+# one, raw or as a JSON escape (\udc80), has it replaced by U+FFFD where it enters, in the reply text.
+_SURROGATE_CHAR = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u([dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def _escaped(text: str, at: int) -> bool:
+    """Whether the backslash at ``at`` is itself escaped (an odd run of backslashes before it)."""
+    k = at
+    while k > 0 and text[k - 1] == "\\":
+        k -= 1
+    return (at - k) % 2 == 1
+
+
+def clean_reply(text: str) -> tuple[str, int]:
+    """``text`` with every lone surrogate replaced by U+FFFD, raw ones and JSON escapes of one (``\\udc80``, not
+    part of a ``\\ud83d\\ude00`` pair) alike, and how many were replaced. Linear in the text."""
+    text, count = _SURROGATE_CHAR.subn("\ufffd", text)
+    matches = [m for m in _SURROGATE_ESCAPE.finditer(text) if not _escaped(text, m.start())]
+    if not matches:
+        return text, count
+    out: list[str] = []
+    last = 0
     i = 0
-    while True:
-        start = text.find("{", i)
-        if start < 0:
-            return found
-        try:
-            obj, end = _DECODER.raw_decode(text, start)
-        except (json.JSONDecodeError, RecursionError):
-            i = start + 1
+    while i < len(matches):
+        m = matches[i]
+        nxt = matches[i + 1] if i + 1 < len(matches) else None
+        if (int(m.group(1), 16) < 0xDC00 and nxt is not None and nxt.start() == m.end()
+                and int(nxt.group(1), 16) >= 0xDC00):
+            i += 2  # a high and a low surrogate: one character, kept
+            continue
+        out += [text[last:m.start()], "\\ufffd"]
+        last = m.end()
+        count += 1
+        i += 1
+    out.append(text[last:])
+    return "".join(out), count
+
+
+_STRUCTURE = re.compile(r'[{}\[\]"]')
+
+
+def _balanced_objects(text: str) -> list[tuple[int, int, int, int]]:
+    """Every ``{...}`` span of ``text`` whose brackets balance as JSON would read them from its ``{``, as
+    (start, end, quote parity, nesting depth inside), sorted by start; one pass over the text.
+
+    A ``"`` not escaped by a backslash toggles "inside a string"; which brackets are inside a string depends on
+    where decoding starts, but only through the parity of the quotes before it, so one bracket stack per parity
+    finds, for every ``{``, the ``}`` a decoder starting there would end at (if it ends at all)."""
+    stacks: tuple[list[list[Any]], list[list[Any]]] = ([], [])
+    spans: list[tuple[int, int, int, int]] = []
+    parity = 0
+    for m in _STRUCTURE.finditer(text):
+        i = m.start()
+        c = text[i]
+        if c == '"':
+            if not _escaped(text, i):
+                parity ^= 1
+            continue
+        stack = stacks[parity]
+        if c in "{[":
+            stack.append([i, c, 0])
+            continue
+        if not stack or stack[-1][1] != ("{" if c == "}" else "["):
+            stack.clear()  # a closer that matches nothing: no open bracket before it starts a valid object
+            continue
+        start, opener, inner = stack.pop()
+        if stack:
+            stack[-1][2] = max(stack[-1][2], inner + 1)
+        if opener == "{":
+            spans.append((start, i, parity, inner))
+    spans.sort()
+    return spans
+
+
+def _objects(text: str) -> tuple[list[tuple[dict[str, Any], int, int]], bool]:
+    """Every JSON object found in ``text`` left to right (an object's inside is not rescanned), and whether a
+    candidate was skipped for nesting deeper than :data:`MAX_JSON_DEPTH`.
+
+    Linear in the text: decoding is tried only where a ``{`` has a balanced ``}``, on that span alone; a failed try
+    skips the candidates of its parity that start before the point where it failed (what it read), a decoded
+    object every candidate inside it, and a span nested deeper than :data:`MAX_JSON_DEPTH` every candidate inside
+    it, so a character is handed to at most :data:`MAX_JSON_DEPTH` tries per parity (one, in every reply seen)."""
+    found: list[tuple[dict[str, Any], int, int]] = []
+    resume = 0
+    read_to = [-1, -1]
+    too_deep = False
+    for start, end, parity, inner in _balanced_objects(text):
+        if start < resume or start <= read_to[parity]:
+            continue
+        if inner >= MAX_JSON_DEPTH:
+            too_deep = True
+            read_to[parity] = end
+            continue
+        try:  # the span alone: a decode error's line and column are counted from the start of what it was given
+            obj, stop = _DECODER.raw_decode(text[start:end + 1])
+        except json.JSONDecodeError as exc:
+            read_to[parity] = start + exc.pos
+            continue
+        except RecursionError:
+            too_deep = True
+            read_to[parity] = end
+            continue
+        if start + stop != end + 1:  # the decoder stopped before the span's end: no object ends at this span's "}"
+            read_to[parity] = start + stop
             continue
         if isinstance(obj, dict):
-            found.append((obj, start, end))
-        i = max(end, start + 1)
+            found.append((obj, start, end + 1))
+        resume = end + 1
+    return found, too_deep
 
 
-def _nested_keys(value: Any, depth: int = 0) -> set[str]:
+def _nested_keys(value: Any) -> set[str]:
     """Keys of every object nested inside ``value`` (not ``value``'s own top level)."""
     keys: set[str] = set()
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if depth > 0:
-                keys.add(str(k))
-            keys |= _nested_keys(v, depth + 1)
-    elif isinstance(value, list):
-        for v in value:
-            keys |= _nested_keys(v, depth + 1 if depth else 1)
+    todo = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, list) else []
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            keys.update(str(k) for k in item)
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
     return keys
 
 
-def _key_pattern(key: str) -> re.Pattern[str]:
-    """The key quoted, as in JSON (with or without its colon: a reply cut after ``{"answer"`` is a fragment too)."""
-    return re.compile(r"""["']""" + re.escape(key) + r"""["']""", re.IGNORECASE)
+_QUOTED = re.compile(r"""(?=["']([^"']*)["'])""")
+
+
+def _quoted_outside(outside: str) -> set[str]:
+    """What stands between each quote character of ``outside`` and the next one, case-folded: a key quoted as in
+    JSON (``"answer"``, ``'answer'``) is one of these."""
+    return {m.group(1).casefold() for m in _QUOTED.finditer(outside)}
+
+
+def _quoted_in(key: str, quoted: set[str]) -> bool:
+    """Whether ``key`` may stand quoted outside the object. A key holding quote characters is taken apart at
+    them, and every part must be among the quoted pieces: a necessary condition (the check errs towards
+    ambiguity, never towards a verdict)."""
+    parts = re.split(r"""["']""", key.casefold())
+    return all(part in quoted for part in parts)
 
 
 def parse_json_object(text: str) -> dict[str, Any]:
@@ -105,31 +229,62 @@ def parse_json_object(text: str) -> dict[str, Any]:
     holds several objects, when a fragment outside the object carries one of its keys quoted (``"answer"`` in
     prose or in a broken object), or when an object nested inside it repeats one of its top-level keys
     (``{"answer": "no", "x": {"answer": "yes"}}``). A verdict quoted from the output under test can so never
-    stand in for the judge's own.
+    stand in for the judge's own. A reply longer than :data:`MAX_REPLY_CHARS` is refused unread; reading is
+    linear in the reply's length.
     """
-    stripped = text.strip()
-    try:
-        whole = _DECODER.decode(stripped)
-    except (ValueError, RecursionError):
-        whole = None
-    if isinstance(whole, dict):
-        obj, outside = whole, ""
-    else:
-        found = _objects(text)
-        if not found:
-            raise ValueError(f"no JSON object in reply: {clip(text)!r}")
-        if len(found) > 1:
-            raise ValueError(f"ambiguous reply: {len(found)} JSON objects where one was asked for: {clip(text)!r}")
-        obj, start, end = found[0]
-        outside = text[:start] + "\n" + text[end:]
+    check_reply_size(text)
+    found, too_deep = _objects(text)
+    if not found:
+        deep = f" (JSON nested deeper than {MAX_JSON_DEPTH} levels is not read)" if too_deep else ""
+        raise ValueError(f"no JSON object in reply{deep}: {clip(text)!r}")
+    if len(found) > 1:
+        raise ValueError(f"ambiguous reply: {len(found)} JSON objects where one was asked for: {clip(text)!r}")
+    obj, start, end = found[0]
     keys = [str(k) for k in obj]
     repeated = sorted(set(keys) & _nested_keys(obj))
     if repeated:
         raise ValueError(f"ambiguous reply: key {repeated[0]!r} repeated inside the JSON object: {clip(text)!r}")
+    outside = text[:start] + "\n" + text[end:]
+    quoted = _quoted_outside(outside)
     for key in keys:
-        if _key_pattern(key).search(outside):
+        if _quoted_in(key, quoted):
             raise ValueError(f"ambiguous reply: another {key!r} outside the JSON object: {clip(text)!r}")
     return obj
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def reply_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema asked of the provider for replies of ``model``: pydantic's, without its titles and
+    descriptions (the docstrings are for readers of the code, not tokens of every request), closed
+    (``additionalProperties: false``). A structured reply is defined once, as a pydantic model: this schema and
+    :func:`read_reply` (the validator) both come from it."""
+    def closed(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return [closed(v) for v in node] if isinstance(node, list) else node
+        out = {k: ({name: closed(v) for name, v in node[k].items()} if k in ("properties", "$defs") else closed(v))
+               for k, v in node.items() if k not in ("title", "description")}
+        if out.get("type") == "object" and "properties" in out:
+            out.setdefault("additionalProperties", False)
+        return out
+
+    schema: dict[str, Any] = closed(model.model_json_schema())
+    return schema
+
+
+def read_reply(model: type[M], obj: dict[str, Any]) -> M:
+    """``obj`` (a reply's JSON object) as ``model``; ValueError naming the field and what is wrong with it
+    otherwise (``"answer": Input should be 'yes' or 'no' (got 'maybe')``)."""
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors(include_url=False):
+            field = ".".join(str(part) for part in e["loc"]) or "the reply"
+            got = "" if "input" not in e or isinstance(e["input"], dict) else f" (got {clip(repr(e['input']), 80)})"
+            problems.append(f'"{field}": {e["msg"].removeprefix("Value error, ")}{got}')
+        raise ValueError("; ".join(problems)) from None
 
 
 _ANSWER_PREFIX = re.compile(r'"answer"\s*:\s*"\s*$')

@@ -4,7 +4,8 @@ job summary (appended to ``$GITHUB_STEP_SUMMARY``) and workflow commands
 assertion, and each regression whose assertion passed.
 
 Everything a model wrote or the test suite named (questions, explanations, test ids) is escaped: in the
-summary it cannot add markdown or HTML, in a workflow command it cannot end the command or start another.
+summary it cannot add markdown or HTML, in a workflow command it cannot end the command or start another, and
+in both its bidirectional controls are written visibly (``<U+202E>``: :func:`~pytest_bineval.untrusted.show_controls`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Collection, Sequence
 
 from ..models import cost_text
 from ..record import EvaluationDiff, EvaluationRecord, Location, RegressionReport, Totals
+from ..untrusted import show_controls
 from .terminal import score_line
 
 
@@ -29,9 +31,10 @@ def escape_property(text: str) -> str:
 
 
 def command(name: str, message: str, **properties: str | int | None) -> str:
-    """``::name k=v,k=v::message`` with every part escaped; properties that are None are left out."""
-    props = ",".join(f"{k}={escape_property(str(v))}" for k, v in properties.items() if v is not None)
-    return f"::{name}{' ' + props if props else ''}::{escape_data(message)}"
+    """``::name k=v,k=v::message`` with every part escaped and its bidirectional controls shown; properties that
+    are None are left out."""
+    props = ",".join(f"{k}={escape_property(show_controls(str(v)))}" for k, v in properties.items() if v is not None)
+    return f"::{name}{' ' + props if props else ''}::{escape_data(show_controls(message))}"
 
 
 def repo_path(file: str, rootdir: str, workspace: str | None) -> str:
@@ -99,9 +102,10 @@ _HTML = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 
 
 def md(text: str) -> str:
-    """Text shown as itself in GitHub markdown, on one line (no markdown, no HTML, no table break)."""
+    """Text shown as itself in GitHub markdown, on one line (no markdown, no HTML, no table break, no
+    bidirectional control: each is shown as ``<U+202E>``)."""
     out = []
-    for ch in " ".join(str(text).split()):
+    for ch in " ".join(show_controls(str(text)).split()):
         if ch in _HTML:
             out.append(_HTML[ch])
         elif ch in _MD_SPECIAL:

@@ -1,6 +1,7 @@
 """Terminal output, pure functions of records: the section under a failing test, the end-of-run summary,
 the ``--bineval-optimize`` section. rich renders tables to a string that goes through pytest's terminal
-reporter (so ``--color`` and ``NO_COLOR`` apply).
+reporter (so ``--color`` and ``NO_COLOR`` apply). Model text is inert (:mod:`pytest_bineval.untrusted`), and every
+line these functions return has its bidirectional controls shown (``<U+202E>``), test ids and task texts included.
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ from ..record import (
     Totals,
     UnscoredTest,
 )
-from ..untrusted import inert, one_line
+from ..untrusted import inert, one_line, show_controls
 
 Line = tuple[str, dict[str, bool]]
+
+
+def _shown(lines: list[Line]) -> list[Line]:
+    """``lines`` with their bidirectional controls shown: the last step of every function returning lines."""
+    return [(show_controls(text), markup) for text, markup in lines]
 
 
 def _fmt(score: float | None) -> str:
@@ -94,7 +100,7 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
             table.add_row(*cells, Text(inert(v.question)), Text(answer_text(v), style=styles[v.answer]),
                           Text(inert(why or "")))
         console.print(table)
-    return buf.getvalue().rstrip("\n")
+    return show_controls(buf.getvalue().rstrip("\n"))
 
 
 def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
@@ -165,7 +171,7 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         reason = regressions.fail_reason()
         if regressions.failed and reason:
             lines.append((f"bineval: session failed: {reason}", {"red": True, "bold": True}))
-    return lines
+    return _shown(lines)
 
 
 def _n(count: int, word: str, plural: str | None = None) -> str:
@@ -230,7 +236,7 @@ def regression_lines(r: RegressionReport) -> list[Line]:
         for label, refs in (("QUESTIONS ADDED", d.questions_added), ("QUESTIONS REMOVED", d.questions_removed)):
             if refs:
                 lines.append((f"{label} {d.key} ({len(refs)}):", {"yellow": True}))
-                lines += [(f"    [{q.dimension}] {q.id}: {q.text}", {}) for q in refs]
+                lines += [(f"    [{q.dimension}] {q.id}: {one_line(q.text)}", {}) for q in refs]
     for e in r.added:
         lines.append((f"TEST ADDED {e.key} ({e.outcome})", {"yellow": True}))
     for e in r.removed:
@@ -244,7 +250,7 @@ def regression_lines(r: RegressionReport) -> list[Line]:
     changed = sum(d.output_changed for d in r.compared)
     lines.append((f"outputs: {changed} changed, {len(r.compared) - changed} unchanged and judged again, of "
                   f"{_n(len(r.compared), 'compared evaluation')}", {}))
-    return lines
+    return _shown(lines)
 
 
 def _score2(value: object) -> str:
@@ -267,7 +273,7 @@ def optimize_lines(results: Sequence[OptimizeOutcome]) -> list[Line]:
     lines: list[Line] = []
     for r in results:
         score = "n/a" if r.score is None else f"{r.score:.2f}"
-        lines.append((f"{r.status.upper()} {r.prompt}: {r.message}", styles.get(r.status, {"bold": True})))
+        lines.append((f"{r.status.upper()} {r.prompt}: {one_line(r.message)}", styles.get(r.status, {"bold": True})))
         if r.status in ("updated", "unchanged", "no failures"):
             lines.append((f"    score {score} (share of yes), failing verdicts {r.failures}, "
                           f"{r.chars_before} -> {r.chars_after} characters", {}))
@@ -292,7 +298,7 @@ def optimize_lines(results: Sequence[OptimizeOutcome]) -> list[Line]:
             why = f" ({lesson['why']})" if lesson.get("status") == "not a lesson" and lesson.get("why") else ""
             lines.append((f"    lesson [{lesson.get('status')}] {one_line(str(lesson['text']))}{why}", {}))
             if lesson.get("rejected_edit"):
-                lines.append((f"        edit not applied: {lesson['rejected_edit']}", {}))
+                lines.append((f"        edit not applied: {one_line(lesson['rejected_edit'])}", {}))
         if r.status in ("updated", "rolled back"):
             lines.append((f"    review with `git diff`; history: {r.history}", {}))
         u = r.usage
@@ -301,4 +307,4 @@ def optimize_lines(results: Sequence[OptimizeOutcome]) -> list[Line]:
             lines.append((f"    optimizer requests: {u.llm_calls}{failed}, cache hits: {u.cache_hits}, tokens: "
                           f"{u.prompt_tokens} prompt + {u.completion_tokens} completion, cost: "
                           f"{cost_text(u.cost_usd, u.unpriced_requests)}", {}))
-    return lines
+    return _shown(lines)
