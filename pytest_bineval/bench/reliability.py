@@ -129,7 +129,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              lambda req, i: Reply(200, {"result": "yes"}), "error", ALL_TRIES, r"choices"),
     Scenario("neither yes nor no", 'a verdict object whose answer is "maybe"',
              lambda req, i: _ok(json.dumps({"answer": "maybe", "explanation": "unsure"})), "error", ALL_TRIES,
-             r'must be "yes" or "no"'),
+             r"Input should be 'yes' or 'no'"),
     Scenario("empty content", "a choice whose content is an empty string",
              lambda req, i: _ok(""), "error", ALL_TRIES, r"empty reply"),
     Scenario("null content", "a choice whose content is null",
