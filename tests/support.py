@@ -92,3 +92,15 @@ def shared_data_dir() -> Path:
     """The benchmark data: ``$BINEVAL_DATA_DIR``, else ``../shared/data`` beside the repository (never copied in)."""
     env = os.environ.get("BINEVAL_DATA_DIR")
     return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def generate_and_judge(settings: Any, output: str, checklist: Any) -> tuple[Any, Any]:
+    """One engine of ``settings``: the checklist of task "T" (fluency) and ``output`` judged with ``checklist``,
+    the engine closed afterwards (the cache tests run this twice, to compare what the second run asked)."""
+    from pytest_bineval.engine import Engine
+
+    engine = Engine(settings)
+    try:
+        return engine.checklist("T", ["fluency"]), engine.evaluate(output, checklist)
+    finally:
+        engine.close()

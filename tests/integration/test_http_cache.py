@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import generate_and_judge
 
-from pytest_bineval import Checklist, Engine, Evaluation, Question, Settings, evaluate
+from pytest_bineval import Checklist, Evaluation, Question, Settings, evaluate
 from pytest_bineval.bench.reliability import kill_mid_write, stress
 from pytest_bineval.llm.cache import BinevalCacheWarning
 from pytest_bineval.record import ReportDocument
@@ -46,11 +47,7 @@ def test_read_only_cache_writes_nothing_healthy(fake: ScriptedModel, cache_dir: 
     fake.answers = {"Is check 2 met?": "no"}
 
     def run(output: str, cache: str) -> tuple[Checklist, Evaluation]:
-        engine = Engine(Settings(model=fake.model, cache=cache, cache_dir=str(cache_dir)))
-        try:
-            return engine.checklist("T", ["fluency"]), engine.evaluate(output, CHECKLIST)
-        finally:
-            engine.close()
+        return generate_and_judge(Settings(model=fake.model, cache=cache, cache_dir=str(cache_dir)), output, CHECKLIST)
 
     generated, first = run("A", "on")
     assert first.usage.llm_calls == 3  # two answers, the explanation of the no

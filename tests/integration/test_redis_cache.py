@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import generate_and_judge
 
 from pytest_bineval import Checklist, Engine, Question, Settings, evaluate
 from pytest_bineval.errors import UsageError
@@ -217,11 +218,8 @@ def test_read_only_sends_no_write(fake: ScriptedModel, redis_server: RedisServer
     fake.answers = {"Is check 2 met?": "no"}
 
     def run(output: str, mode: str) -> Any:
-        engine = Engine(Settings(model=fake.model, cache=mode, cache_url=redis_server.url))  # type: ignore[arg-type]
-        try:
-            return engine.checklist("T", ["fluency"]), engine.evaluate(output, CHECKLIST)
-        finally:
-            engine.close()
+        settings = Settings(model=fake.model, cache=mode, cache_url=redis_server.url)  # type: ignore[arg-type]
+        return generate_and_judge(settings, output, CHECKLIST)
 
     generated, first = run("A", "on")
     assert first.usage.llm_calls == 3  # two answers, the explanation of the no
