@@ -1,15 +1,23 @@
 """This run against a baseline run (``--bineval-baseline``): a pure function of two lists of records.
 
 Evaluations are matched by :attr:`EvaluationRecord.key` (test id and index of the evaluation in the test),
-questions within a matched pair by id and text: first the same id with the same text, then the same text
-under another id (the checklist was renumbered), then the same id with an edited text. What is left over was
-asked in one run only (the checklist changed) and is listed as added or removed, never compared.
+questions within a matched pair by meaning, always within one dimension: first the same id with the same
+normalized text (whitespace collapsed, case folded), then the same text under another id (the checklist was
+renumbered), then the same id with a *small edit* of the text: a :func:`similarity` of at least
+:data:`EDIT_SIMILARITY` (0.8). Answers that changed on a slightly edited question are shown apart and kept out
+of the gate. An id whose text differs more is a *replaced* question: removed and added, never compared, so never
+a regression or a fix. What is left over was asked in one run only and is listed as added or removed.
+
+A dimension's score change is tested for significance (:mod:`pytest_bineval.gate_stats`) on the pairs matched
+by text (the slightly edited ones are left out).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from difflib import SequenceMatcher
 
+from .gate_stats import DEFAULT_ALPHA, dimension_test
 from .models import Verdict
 from .record import (
     CHANGE_KINDS,
@@ -26,13 +34,21 @@ from .record import (
 Pair = tuple[Verdict, Verdict]
 
 
+EDIT_SIMILARITY = 0.8  # difflib ratio of two normalized texts at or above which an edit is small
+
+
 def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+def similarity(a: str, b: str) -> float:
+    """``difflib.SequenceMatcher`` ratio of the normalized texts: 1.0 the same, 0.0 nothing in common."""
+    return SequenceMatcher(None, _norm(a), _norm(b), autojunk=False).ratio()
+
+
 def match_questions(before: Sequence[Verdict], after: Sequence[Verdict]) -> tuple[list[Pair], int, int,
                                                                                    list[Verdict], list[Verdict]]:
-    """(pairs (before, after), matched by text only, matched by id only, added, removed)."""
+    """(pairs (before, after), matched by text only, matched by id after a small edit, added, removed)."""
     old = list(before)
     new = list(after)
     pairs: list[Pair] = []
@@ -52,9 +68,11 @@ def match_questions(before: Sequence[Verdict], after: Sequence[Verdict]) -> tupl
                 counts[how] += 1
         new = left
 
-    take("exact", lambda b, a: b.question_id == a.question_id and _norm(b.question) == _norm(a.question))
-    take("text", lambda b, a: _norm(b.question) == _norm(a.question))
-    take("id", lambda b, a: b.question_id == a.question_id)
+    take("exact", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension
+                                and _norm(b.question) == _norm(a.question)))
+    take("text", lambda b, a: b.dimension == a.dimension and _norm(b.question) == _norm(a.question))
+    take("id", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension
+                             and similarity(b.question, a.question) >= EDIT_SIMILARITY))
     return pairs, counts["text"], counts["id"], new, old
 
 
@@ -75,9 +93,11 @@ def _ref(v: Verdict) -> QuestionRef:
     return QuestionRef(id=v.question_id, dimension=v.dimension, text=v.question)
 
 
-def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord) -> EvaluationDiff:
+def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolerance: float = 0.0,
+                    alpha: float = DEFAULT_ALPHA) -> EvaluationDiff:
     """One evaluation in the baseline and in this run, question by question and dimension by dimension."""
     pairs, by_text, by_id, added, removed = match_questions(before.verdicts, after.verdicts)
+    replaced = len({v.question_id for v in added} & {v.question_id for v in removed})
     changes: list[QuestionChange] = []
     unchanged = 0
     for b, a in pairs:
@@ -91,6 +111,7 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord) -> Evalua
             explanation=(a.error or "") if a.answer == "error" else a.explanation,
             baseline_explanation=((b.error or None) if b.answer == "error" else b.explanation) or None,
             repeats=list(a.repeats), baseline_repeats=list(b.repeats),
+            edited_from=None if _norm(a.question) == _norm(b.question) else b.question,
         ))
     rank = {k: i for i, k in enumerate(CHANGE_KINDS)}
     changes.sort(key=lambda c: (rank[c.kind], c.dimension, c.question_id))
@@ -100,14 +121,19 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord) -> Evalua
         prior = old_dims.get(d.name)
         old_score = prior.score if prior is not None else None
         delta = None if old_score is None or d.score is None else d.score - old_score
-        scores.append(ScoreChange(name=d.name, before=old_score, after=d.score, delta=delta, threshold=d.threshold))
+        stat = dimension_test([(b, a) for b, a in pairs
+                               if a.dimension == d.name and _norm(a.question) == _norm(b.question)])
+        regressed = delta is not None and delta < -tolerance - 1e-9 and stat.p_value < alpha
+        scores.append(ScoreChange(name=d.name, before=old_score, after=d.score, delta=delta, threshold=d.threshold,
+                                  p_value=stat.p_value if stat.test != "none" else None, stat_test=stat.test,
+                                  regressed=regressed))
     return EvaluationDiff(
         key=after.key, test=after.test, index=after.index, location=after.location, outcome=after.outcome,
         baseline_outcome=before.outcome,
         output_changed=bool(before.output_digest) and before.output_digest != after.output_digest,
         changes=changes, scores=scores, questions_added=[_ref(v) for v in added],
         questions_removed=[_ref(v) for v in removed], matched_by_text=by_text, matched_by_id=by_id,
-        unchanged=unchanged,
+        replaced=replaced, unchanged=unchanged,
     )
 
 
@@ -116,13 +142,32 @@ def _eref(r: EvaluationRecord) -> EvaluationRef:
 
 
 def diff_runs(before: Sequence[EvaluationRecord], after: Sequence[EvaluationRecord], *, baseline: str = "",
-              tolerance: float = 0.0, created: str = "", generator: str = "") -> RegressionReport:
-    """This run's records (``after``) compared with a baseline's (``before``), sorted by evaluation key."""
+              tolerance: float = 0.0, created: str = "", generator: str = "", alpha: float = DEFAULT_ALPHA,
+              fail_on: str = "significant", ran: Collection[str] | None = None,
+              collected: Collection[str] | None = None) -> RegressionReport:
+    """This run's records (``after``) compared with a baseline's (``before``), sorted by evaluation key.
+
+    ``ran``: the ids of the tests this run ran (None: every test); ``collected``: the ids it collected, deselected
+    ones included (None: unknown). A baseline evaluation of a test that did not run is *not run* (a ``-k`` subset,
+    another set of files, a skip), not *removed* -- unless its file was collected and the test was not: then the
+    test is gone, and removed."""
     old = {r.key: r for r in before}
     new = {r.key: r for r in after}
+    missing = sorted(old.keys() - new.keys())
+    tests_with_records = {r.test for r in after}
+    files = {t.split("::", 1)[0] for t in collected or ()}
+
+    def gone(test: str) -> bool:
+        return collected is not None and test not in collected and test.split("::", 1)[0] in files
+
+    not_run = [k for k in missing if ran is not None and old[k].test not in ran
+               and old[k].test not in tests_with_records and not gone(old[k].test)]
     return RegressionReport(
         baseline=baseline, baseline_created=created, baseline_generator=generator, tolerance=tolerance,
-        compared=[diff_evaluation(old[k], new[k]) for k in sorted(new.keys() & old.keys())],
+        alpha=alpha, fail_on=fail_on,
+        compared=[diff_evaluation(old[k], new[k], tolerance=tolerance, alpha=alpha)
+                  for k in sorted(new.keys() & old.keys())],
         added=[_eref(new[k]) for k in sorted(new.keys() - old.keys())],
-        removed=[_eref(old[k]) for k in sorted(old.keys() - new.keys())],
+        removed=[_eref(old[k]) for k in missing if k not in not_run],
+        not_run=[_eref(old[k]) for k in not_run],
     )

@@ -8,16 +8,36 @@ import sys
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
 from .models import STRATEGIES
 from .redaction import redact_obj
 from .settings import Settings, add_setting_arguments, number_in, settings_from_args
 
+if TYPE_CHECKING:
+    from .models import Checklist
+
 
 def _read(path: str) -> str:
     return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+
+
+def _checklist_of(args: argparse.Namespace) -> Checklist:
+    """--checklist: a checklist file or a pin file (an entry chosen by --entry or --task)."""
+    from .pins import checklist_from_json
+
+    where = "stdin" if args.checklist == "-" else args.checklist
+    return checklist_from_json(_read(args.checklist), where, entry=args.entry, task=args.task)
+
+
+def _checklist_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checklist", required=True, help="checklist JSON file (from `bineval checklist`) or a pin "
+                   "file from __bineval__/")
+    p.add_argument("--entry", type=int, default=None, metavar="N",
+                   help="with a pin file of several checklists: the Nth (1-based)")
+    p.add_argument("--task", default=None, metavar="TEXT",
+                   help="with a pin file of several checklists: the one of this task (or question) text")
 
 
 # Settings only checklist generation with criteria per question reads: not options of commands that write none.
@@ -65,9 +85,8 @@ def cmd_checklist(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from .api import evaluate
-    from .models import Checklist
 
-    checklist = Checklist.model_validate_json(_read(args.checklist))
+    checklist = _checklist_of(args)
     output = _read(args.output)
     source = _read(args.source) if args.source else None
     settings = _settings(args)
@@ -105,11 +124,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_align(args: argparse.Namespace) -> int:
     from .engine import Engine
     from .files import write_text_atomic
-    from .models import Checklist
     from .optimize import EvaluatorAligner, load_items, run_align
     from .prompting import packaged_judge_prompt
 
-    checklist = Checklist.model_validate_json(_read(args.checklist))
+    checklist = _checklist_of(args)
     items = load_items(Path(args.data), args.output_key, args.source_key, args.limit)
     prompt = Path(args.prompt)
     if not prompt.exists():
@@ -249,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Evaluate an output against a checklist; the verdicts and scores as JSON on "
                                    "stdout. Exit status: 0, 1 when a dimension is below --threshold, 2 on a judge "
                                    "error (a question got no answer) or a usage error.")
-    p.add_argument("--checklist", required=True, help="checklist JSON file (from `bineval checklist`)")
+    _checklist_args(p)
     p.add_argument("--output", required=True, help="file holding the output under test ('-' for stdin)")
     p.add_argument("--source", default=None, help="file holding the input/source text")
     p.add_argument("--threshold", type=_threshold, default=None, metavar="T",
@@ -268,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="JSONL (or JSON list) of outputs to judge")
     p.add_argument("--output-key", default="output", help="key of the output in each record (default: output)")
     p.add_argument("--source-key", default=None, help="key of the source/input text (default: none)")
-    p.add_argument("--checklist", required=True, help="checklist JSON file (from `bineval checklist`)")
+    _checklist_args(p)
     p.add_argument("--reference", required=True, metavar="MODEL", help="the reference (strong) judge model")
     p.add_argument("--prompt", required=True, metavar="FILE",
                    help="the target's evaluator prompt file (created from the packaged one if missing)")

@@ -1,6 +1,7 @@
-"""The words of the package's enumerations (answers, explain modes, checklist strategies, score kinds, gates):
-plain ``Literal`` types and tuples, importable without pydantic, so that the option table and the marker check
-(``pytest --help``, collection) load no model module. :mod:`.models` and :mod:`.record` re-export them."""
+"""The words of the package's enumerations (answers, explain modes, checklist strategies, score kinds, gates, the
+modes of the pin update and of the regression gate): plain ``Literal`` types and tuples, importable without
+pydantic, so that the option table and the marker check (``pytest --help``, collection) load no model module.
+:mod:`.models` and :mod:`.record` re-export them."""
 
 from __future__ import annotations
 
@@ -15,3 +16,7 @@ ScoreKind = Literal["share", "points"]
 SCORE_KINDS: tuple[str, ...] = ("share", "points")
 Gate = Literal["mean", "lower-bound"]
 GATES: tuple[Gate, ...] = ("mean", "lower-bound")
+PinUpdate = Literal["missing", "all"]  # --bineval-update-checklists[=MODE]
+PIN_UPDATES: tuple[PinUpdate, ...] = ("missing", "all")
+FailOn = Literal["significant", "any"]  # --bineval-fail-on-regression[=MODE]
+FAIL_ON: tuple[FailOn, ...] = ("significant", "any")

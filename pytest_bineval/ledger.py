@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .models import Usage
-from .record import EvaluationRecord, UnscoredTest
+from .record import EvaluationRecord, PinAction, UnscoredTest
 
 
 def _models(kind: type[BaseModel]) -> Any:
@@ -26,17 +26,22 @@ def _models(kind: type[BaseModel]) -> Any:
 
 @dataclass
 class RunLedger:
-    """What a run (one process, or several merged) found: records, usage, pins, unscored and failed tests,
-    re-runs, the dimensions its assertions checked and the threshold keys of their markers, notes."""
+    """What a run (one process, or several merged) found: records, usage, pins (and what an update run did to
+    them), unscored, failed, run and collected tests, re-runs, the dimensions its assertions checked and the
+    threshold keys of their markers, notes."""
 
     records: list[EvaluationRecord] = field(default_factory=list, metadata=_models(EvaluationRecord))
     usage: Usage = field(default_factory=Usage)  # what the merged-in ledgers' engines spent (see BinevalService)
     checklist_usage: Usage = field(default_factory=Usage)  # of that, checklist generation (no record carries it)
     checklists_generated: int = 0  # checklists the run generated (not read from a pin or the memo)
     pins_written: list[str] = field(default_factory=list)  # pin entries (pins.entry_id), one per checklist
+    # what --bineval-update-checklists did to each pin entry (created, rewritten, listed, kept because edited)
+    pin_actions: list[PinAction] = field(default_factory=list, metadata=_models(PinAction))
     unpinned: set[str] = field(default_factory=set)  # pin entries of unpinned or stale checklists
     unscored: list[UnscoredTest] = field(default_factory=list, metadata=_models(UnscoredTest))
     failed_tests: set[str] = field(default_factory=set)  # ids of the tests whose call failed (or errored)
+    ran_tests: set[str] = field(default_factory=set)  # ids of the tests whose call ran (a baseline's others: not run)
+    collected_tests: set[str] = field(default_factory=set)  # ids collected, deselected ones included
     rerun_evaluations: int = 0  # records of attempts a re-run plugin replaced (dropped from records)
     dimensions_checked: set[str] = field(default_factory=set)  # by any assertion of the run
     marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .kinds import GATES, Gate
+from .kinds import FAIL_ON, GATES, FailOn, Gate, PinUpdate
 from .settings import SETTING_SPECS, OptionSpec, Settings, choice, number_in
 
 GITHUB_MODES = ("auto", "on", "off")
@@ -26,7 +26,7 @@ class Options:
 
     settings: Settings = field(default_factory=Settings)
     threshold: float | dict[str, float] | None = None
-    update_checklists: bool = False
+    update_checklists: PinUpdate | None = None  # --bineval-update-checklists[=missing|all]
     strict: bool = False
     report: str | None = None
     html: str | None = None
@@ -35,8 +35,9 @@ class Options:
     pr_comment: str | None = None  # --bineval-pr-comment PATH (outputs/pr_comment.py)
     baseline: str | None = None
     allow_partial_baseline: bool = False
-    fail_on_regression: bool = False
+    fail_on_regression: FailOn | None = None  # --bineval-fail-on-regression[=significant|any]
     regression_tolerance: float = 0.0
+    alpha: float = 0.05  # --bineval-alpha: significance level of a dimension's drop against the baseline
     gate: Gate = "mean"
     github: str = "auto"  # auto (GITHUB_ACTIONS=true), on, off
 
@@ -63,6 +64,42 @@ def _flag(text: str) -> bool:
     return text.strip().lower() in ("1", "true", "yes", "on")
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+def parse_update(text: str) -> PinUpdate | None:
+    """The value of ``--bineval-update-checklists[=MODE]`` (or of the ini key, where true/false also work)."""
+    value = text.strip().lower()
+    if value == "all":
+        return "all"
+    if value == "missing" or value in _TRUE:
+        return "missing"
+    if value in _FALSE:
+        return None
+    raise argparse.ArgumentTypeError(
+        f"invalid mode {text!r}: 'missing' (the default when the option is given bare: missing, stale and new "
+        "tests' pins) or 'all' (rewrite every pin the run uses, hand edits included). A test path right after the "
+        "bare option is read as its mode: put the paths first, or write --bineval-update-checklists=missing")
+
+
+def parse_fail_on(text: str) -> FailOn | None:
+    """``--bineval-fail-on-regression[=significant|any]``; in an ini file true/false work too (true: significant)."""
+    value = text.strip().lower()
+    if value == "any":
+        return "any"
+    if value == "significant" or value in _TRUE:
+        return "significant"
+    if value in _FALSE:
+        return None
+    raise argparse.ArgumentTypeError(
+        f"invalid choice: {text!r} (choose from {', '.join(FAIL_ON)}; significant is the default when the option "
+        "is given bare). A test path right after the bare option is read as its mode: put the paths first")
+
+
+parse_alpha = number_in(float, 0.0, 1.0, above=True, range_text="alpha is a significance level within (0, 1]")
+
+parse_alpha = number_in(float, 0.0, 1.0, above=True, range_text="alpha is a significance level within (0, 1]")
+
 # A score difference within [0, 1] (--bineval-regression-tolerance).
 parse_tolerance = number_in(float, 0.0, 1.0, range_text="a tolerance is a score difference within [0, 1]")
 
@@ -70,8 +107,9 @@ parse_tolerance = number_in(float, 0.0, 1.0, range_text="a tolerance is a score 
 PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("threshold", "threshold", "minimum share of yes per dimension: 0.8, or consistency=0.9,fluency=0.6",
                parse_threshold, "T", "consistency 0.8, others 0.7"),
-    OptionSpec("update-checklists", "update_checklists",
-               "write generated checklists as pinned files under __bineval__/"),
+    OptionSpec("update-checklists", "update_checklists", "write pinned checklists under __bineval__/: "
+               "missing (given bare): the missing and stale ones and tests not pinned yet, never one edited by "
+               "hand; all: every pin the run uses, hand edits included", parse_update, "MODE", "off", bare="missing"),
     OptionSpec("strict", "strict", "an unpinned or stale checklist is a test error"),
     OptionSpec("report", "report", "write a JSON report of every evaluation to PATH (relative to the rootdir)",
                str, "PATH", "none"),
@@ -89,9 +127,12 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("allow-partial-baseline", "allow_partial_baseline", "accept a --bineval-baseline report of a partial "
                "run (interrupted, stopped by -x/--maxfail, or ended by an internal error); without it such a "
                "baseline is a usage error"),
-    OptionSpec("fail-on-regression", "fail_on_regression", "fail the session when a question answered yes in the "
-               "baseline is now no, or a dimension score dropped by more than the tolerance (with "
-               "--bineval-baseline)"),
+    OptionSpec("fail-on-regression", "fail_on_regression", "with --bineval-baseline, fail the session on "
+               "significant (given bare): a dimension whose drop is beyond the tolerance and significant at "
+               "--bineval-alpha (McNemar/Fisher exact test); any: any question answered yes in the baseline and no "
+               "now, or any score drop beyond the tolerance", parse_fail_on, "MODE", "off", bare="significant"),
+    OptionSpec("alpha", "alpha", "significance level of a dimension's drop against the baseline",
+               parse_alpha, "A", 0.05),
     OptionSpec("regression-tolerance", "regression_tolerance", "a dimension score drop up to this much is not "
                "counted against the baseline", parse_tolerance, "D", 0.0),
     OptionSpec("gate", "gate", "what each threshold is compared with: the score (mean) or the lower end of its "
@@ -115,7 +156,11 @@ def dest(spec: OptionSpec) -> str:
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("bineval", "LLM output tests with binary checklists (pytest-bineval)")
     for spec in SPECS:
-        if spec.parse is None:
+        if spec.bare is not None:  # --bineval-NAME alone means NAME=<bare>
+            group.addoption(f"--bineval-{spec.name}", action="store", nargs="?", const=spec.bare, type=spec.parse,
+                            default=None, dest=dest(spec), metavar=spec.metavar, help=spec.help_with_default())
+            parser.addini(dest(spec), spec.help_with_default(), type=_VALUE_INI_TYPE, default="")
+        elif spec.parse is None:
             group.addoption(f"--bineval-{spec.name}", action="store_true", default=None, dest=dest(spec),
                             help=spec.help)
             parser.addini(dest(spec), spec.help, type="bool", default=False)

@@ -99,6 +99,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _marker(config, item)  # fail the run early on a malformed marker
 
 
+def _collected(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With a baseline, the tests collected (deselected ones too): a baseline test of a collected file that is not
+    among them is gone ("removed"); one of a file not collected, or deselected, is "not run"."""
+    options = config.stash.get(OPTIONS, None)
+    if items and options is not None and options.baseline:
+        _service(config).ledger.collected_tests.update(item.nodeid for item in items)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        _collected(items[0].config, items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _collected(session.config, session.items)
+
+
 @pytest.fixture(scope="session")
 def bineval(pytestconfig: pytest.Config) -> Bineval:
     """The session's pytest-bineval service: ``bineval.checklist(task, dimensions)``,
@@ -180,6 +197,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.longrepr = redact(f"{excinfo.typename}: {excinfo.value}")
     if report.when != "call":
         return report
+    ctx.service.ledger.ran_tests.add(item.nodeid)  # a baseline test that did not run is "not run", not "removed"
     if report.failed:
         ctx.service.ledger.failed_tests.add(item.nodeid)
     else:  # this attempt passed (an earlier one of a re-run may have failed)

@@ -242,6 +242,8 @@ class QuestionChange(BaseModel):
     baseline_explanation: str | None = Field(default=None, description="the baseline's, when it has one")
     repeats: list[Answer] = Field(default_factory=list, description="this run's answers, when asked more than once")
     baseline_repeats: list[Answer] = Field(default_factory=list)
+    edited_from: str | None = Field(default=None, description="the baseline's text of a question matched by id after a "
+                                    "small edit: such a change is shown apart and kept out of the gate")
 
 
 class ScoreChange(BaseModel):
@@ -252,6 +254,10 @@ class ScoreChange(BaseModel):
     after: float | None
     delta: float | None = Field(description="after - before; None when either has no score")
     threshold: float
+    p_value: float | None = Field(default=None, description="exact test of the paired answers (stat_test)")
+    stat_test: str = Field(default="", description="mcnemar (paired answers), fisher (answer counts, with repeats) "
+                           "or none (no question answered in both runs)")
+    regressed: bool = Field(default=False, description="the score fell beyond the tolerance and p_value < alpha")
 
 
 class EvaluationDiff(BaseModel):
@@ -269,7 +275,9 @@ class EvaluationDiff(BaseModel):
     questions_added: list[QuestionRef] = Field(default_factory=list)
     questions_removed: list[QuestionRef] = Field(default_factory=list)
     matched_by_text: int = Field(default=0, description="questions matched by their text (the id changed)")
-    matched_by_id: int = Field(default=0, description="questions matched by their id (the text was edited)")
+    matched_by_id: int = Field(default=0, description="questions matched by their id after a small edit of the text")
+    replaced: int = Field(default=0, description="ids asked in both runs with texts too different to compare: "
+                          "counted in questions_added and questions_removed")
     unchanged: int = Field(default=0, description="matched questions with the baseline's answer")
 
 
@@ -290,13 +298,28 @@ class RegressionReport(BaseModel):
     baseline_created: str = ""
     baseline_generator: str = ""
     tolerance: float = Field(default=0.0, description="score drops up to this much are not counted")
+    alpha: float = Field(default=0.05, description="significance level of a dimension's drop (--bineval-alpha)")
+    fail_on: str = Field(default="significant", description="what --bineval-fail-on-regression acts on: significant "
+                         "(dimensions regressed beyond noise) or any (any regression flip or score drop)")
     compared: list[EvaluationDiff] = Field(default_factory=list)
     added: list[EvaluationRef] = Field(default_factory=list, description="evaluations the baseline does not have")
-    removed: list[EvaluationRef] = Field(default_factory=list, description="baseline evaluations not made this run")
+    removed: list[EvaluationRef] = Field(default_factory=list, description="baseline evaluations of tests that ran "
+                                         "this run without making them")
+    not_run: list[EvaluationRef] = Field(default_factory=list, description="baseline evaluations of tests this run did "
+                                         "not run (deselected, another subset, skipped or deleted)")
     failed: bool = Field(default=False, description="--bineval-fail-on-regression failed the session")
 
     def changes(self, kind: ChangeKind) -> list[tuple[EvaluationDiff, QuestionChange]]:
-        return [(d, c) for d in self.compared for c in d.changes if c.kind == kind]
+        """The changes of ``kind``, except those of slightly edited questions (:meth:`edited_changes`)."""
+        return [(d, c) for d in self.compared for c in d.changes if c.kind == kind and c.edited_from is None]
+
+    def edited_changes(self) -> list[tuple[EvaluationDiff, QuestionChange]]:
+        """Answers that changed on questions matched by id after a small edit: shown apart, not gated."""
+        return [(d, c) for d in self.compared for c in d.changes if c.edited_from is not None]
+
+    def regressed(self) -> list[tuple[EvaluationDiff, ScoreChange]]:
+        """Dimensions whose drop is beyond the tolerance and significant at alpha (REGRESSED)."""
+        return [(d, s) for d, s in self.score_drops() if s.regressed]
 
     def score_drops(self) -> list[tuple[EvaluationDiff, ScoreChange]]:
         """Dimension scores that fell by more than the tolerance."""
@@ -308,7 +331,14 @@ class RegressionReport(BaseModel):
         return sum(len(d.questions_added) + len(d.questions_removed) for d in self.compared)
 
     def fail_reason(self) -> str | None:
-        """Why ``--bineval-fail-on-regression`` fails this run (regressions, score drops), or None."""
+        """Why ``--bineval-fail-on-regression`` fails this run, or None: significant regressions of dimensions, or
+        with ``fail_on="any"`` any regression flip or score drop beyond the tolerance."""
+        if self.fail_on != "any":
+            n = len(self.regressed())
+            if not n:
+                return None
+            return (f"{n} dimension{'s' if n != 1 else ''} regressed significantly (p < {self.alpha:g}) vs baseline "
+                    f"{self.baseline} (--bineval-fail-on-regression)")
         parts = []
         if n := len(self.changes("regression")):
             parts.append(f"{n} regression{'s' if n != 1 else ''}")
@@ -316,7 +346,7 @@ class RegressionReport(BaseModel):
             parts.append(f"{n} score drop{'s' if n != 1 else ''} beyond tolerance {self.tolerance:.2f}")
         if not parts:
             return None
-        return f"{' and '.join(parts)} vs baseline {self.baseline} (--bineval-fail-on-regression)"
+        return f"{' and '.join(parts)} vs baseline {self.baseline} (--bineval-fail-on-regression=any)"
 
 
 class UnstableQuestion(BaseModel):
@@ -469,6 +499,23 @@ class ChecklistGeneration(BaseModel):
     usage: Usage = Field(default_factory=Usage)
 
 
+PinActionKind = Literal["created", "rewritten", "listed", "kept"]
+
+
+class PinAction(BaseModel):
+    """What an update run (``--bineval-update-checklists``) did to one pin entry: ``created``, ``rewritten`` (new
+    questions), ``listed`` (a test added to the tests the entry lists) or ``kept`` (edited by hand, so not
+    rewritten; ``why`` says more)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    action: PinActionKind
+    path: str = Field(description="the pin file, relative to the rootdir (POSIX) when inside it")
+    dimensions: tuple[str, ...] = ()
+    task: str = Field(default="", description="the entry's task (or question, for criteria written per question)")
+    why: str = ""
+
+
 class ReportDocument(BaseModel):
     """The ``--bineval-report`` JSON document (``format`` 2)."""
 
@@ -494,6 +541,8 @@ class ReportDocument(BaseModel):
     partial_reason: str | None = Field(default=None, description="why the run is partial")
     checklists: ChecklistGeneration = Field(default_factory=lambda: ChecklistGeneration(),
                                             description="checklist generation: its requests are in the totals")
+    pins: list[PinAction] = Field(default_factory=list, description="what --bineval-update-checklists did: each "
+                                  "pin entry created, rewritten, listed (a test added) or kept because edited by hand")
 
     @classmethod
     def parse(cls, data: Any) -> ReportDocument:

@@ -20,7 +20,7 @@ from .ledger import RunLedger
 from .markers import MarkerArgs
 from .models import Checklist, Evaluation, ScoreKind, Usage
 from .options import Options
-from .pins import PinFile, entry_id, pin_in_run
+from .pins import PinFile, entry_id, update_pin
 from .qworld import DEFAULT_TASK, qworld_dimensions
 from .record import (
     ChecklistGeneration,
@@ -184,8 +184,10 @@ class BinevalService:
             return None
         report = diff_runs(self.baseline.evaluations, self.records, baseline=self.options.baseline,
                            tolerance=self.options.regression_tolerance, created=self.baseline.created,
-                           generator=self.baseline.generator)
-        report.failed = self.options.fail_on_regression and report.fail_reason() is not None
+                           generator=self.baseline.generator, alpha=self.options.alpha,
+                           fail_on=self.options.fail_on_regression or "significant", ran=self.ledger.ran_tests,
+                           collected=self.ledger.collected_tests)
+        report.failed = bool(self.options.fail_on_regression) and report.fail_reason() is not None
         self.regressions = report
         return report
 
@@ -229,12 +231,28 @@ class BinevalService:
             checklist = await self._agenerate(task, dims, strategy, question)
             self.ledger.unpinned.add(entry_id(Path(ctx.nodeid), checklist))
             return checklist, "unpinned"
+        update, strict = self.options.update_checklists, self.options.strict
+        if update:
+            checklist, pinned, actions = await update_pin(
+                ctx.pin_path, ctx.test_name, task, dims, question=question, strategy=strategy, mode=update,
+                generate=lambda: self._agenerate(task, dims, strategy, question), since_ns=self.started_ns,
+                marker_dir=Path(self.engine.settings.cache_dir) / "pins-written", rootpath=self.rootpath)
+            with self._lock:
+                self.ledger.pin_actions.extend(actions)
+            if any(a.action in ("created", "rewritten") for a in actions):
+                self.ledger.pins_written.append(entry_id(ctx.pin_path, checklist))  # one per checklist, not per file
+            if not pinned:  # a stale pin kept because it was edited by hand
+                self.ledger.unpinned.add(entry_id(ctx.pin_path, checklist))
+                return checklist, "stale"
+            # another test of this run (another xdist worker) may have pinned this task already, with a checklist
+            # of its own: this test is judged with the pinned one, and so are this process's next tests
+            self._memo[self._memo_key(task, dims, strategy, question)] = checklist
+            return checklist, "written" if any(a.action != "kept" for a in actions) else "pinned"
         found, stale = PinFile.read(ctx.pin_path).find(task, dims, ctx.test_name, question=question,
                                                        strategy=strategy)
-        update, strict = self.options.update_checklists, self.options.strict
-        if found is not None and not update:
+        if found is not None:
             return found, "pinned"
-        if strict and not update:
+        if strict:
             what = "task or question text" if question is not None else "task text"
             why = f"is stale (the {what} changed since it was pinned)" if stale else "is not pinned"
             raise PinError(
@@ -242,15 +260,6 @@ class BinevalService:
                 f"--bineval-update-checklists (file: {ctx.pin_path})"
             )
         checklist = await self._agenerate(task, dims, strategy, question)
-        if update:
-            # another test of this run (another xdist worker) may have pinned this task already, with a checklist
-            # of its own: this test is judged with the pinned one, and so are this process's next tests
-            checklist, changed = pin_in_run(ctx.pin_path, checklist, ctx.test_name, since_ns=self.started_ns,
-                                            marker_dir=Path(self.engine.settings.cache_dir) / "pins-written")
-            if changed:
-                self.ledger.pins_written.append(entry_id(ctx.pin_path, checklist))  # one per checklist, not per file
-            self._memo[self._memo_key(task, dims, strategy, question)] = checklist
-            return checklist, "written"
         self.ledger.unpinned.add(entry_id(ctx.pin_path, checklist))  # what --bineval-update-checklists would write
         return checklist, "stale" if stale else "unpinned"
 
@@ -352,7 +361,9 @@ class BinevalService:
                               failed_tests=sorted(ledger.failed_tests), notes=notes,
                               partial=partial is not None, partial_reason=partial,
                               checklists=ChecklistGeneration(generated=ledger.checklists_generated,
-                                                             usage=self.checklist_usage()))
+                                                             usage=self.checklist_usage()),
+                              pins=sorted(set(ledger.pin_actions), key=lambda a: (a.path, a.dimensions, a.task,
+                                                                                  a.action, a.why)))
 
     # -- pytest-xdist: a worker's ledger, merged by the controller ------------------------------------------
     def worker_payload(self) -> str:

@@ -183,6 +183,7 @@ class OptionSpec:
     parse: Callable[[str], Any] | None = None  # None: a flag (store_true)
     metavar: str | None = None
     default: Any = None
+    bare: str | None = None  # a valued option that may be given without a value: it then takes this one
 
     def help_with_default(self) -> str:
         if self.parse is None:

@@ -66,7 +66,7 @@ def render(document: ReportDocument) -> str:
         headline = "not compared with a baseline"
     else:
         gate = diff.fail_reason()
-        headline = (f"**{gate.removesuffix(' (--bineval-fail-on-regression)')}**" if gate
+        headline = (f"**{gate.split(' (--bineval-fail-on-regression')[0]}**" if gate
                     else f"no regression vs baseline `{md(diff.baseline)}`")
     out.append(f"## bineval: {headline}")
     out.append("")

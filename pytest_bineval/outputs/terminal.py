@@ -16,7 +16,9 @@ from ..record import (
     DimensionResult,
     EvaluationRecord,
     OptimizeOutcome,
+    PinAction,
     RegressionReport,
+    ScoreChange,
     Totals,
     UnscoredTest,
 )
@@ -174,6 +176,29 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
     return _shown(lines)
 
 
+def pin_lines(actions: Sequence[PinAction]) -> list[Line]:
+    """(text, markup) lines of what ``--bineval-update-checklists`` did: one per pin entry created, rewritten or
+    kept because edited by hand (in that order, each entry once), then the counts; nothing when the run updated
+    no pin."""
+    seen: dict[tuple[str, str, tuple[str, ...], str], PinAction] = {}
+    for a in actions:
+        seen.setdefault((a.action, a.path, a.dimensions, a.task), a)
+    unique = list(seen.values())
+    lines: list[Line] = []
+    labels = {"created": "pin created", "rewritten": "pin rewritten", "kept": "pin kept"}
+    for kind in ("created", "rewritten", "kept"):
+        for a in sorted((a for a in unique if a.action == kind), key=lambda a: (a.path, a.dimensions, a.task)):
+            task = one_line(a.task)
+            task = task if len(task) <= 60 else task[:57] + "..."
+            lines.append((f"{labels[kind]}: {a.path} [{', '.join(a.dimensions)}] {task!r}"
+                          + (f": {a.why}" if a.why else ""), {"yellow": True} if kind == "kept" else {}))
+    counts = {k: sum(a.action == k for a in unique) for k in ("created", "rewritten", "listed", "kept")}
+    if any(counts.values()):
+        lines.append((f"pins: {counts['created']} created, {counts['rewritten']} rewritten, {counts['kept']} kept "
+                      f"because edited by hand, {counts['listed']} with tests added", {"bold": True}))
+    return _shown(lines)
+
+
 def _n(count: int, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else plural or word + 's'}"
 
@@ -183,7 +208,17 @@ def counts_text(r: RegressionReport, tot: Totals) -> str:
     return (f"{_n(tot.regressions, 'regression')}, {_n(tot.unstable_flips, 'unstable flip')}, "
             f"{_n(tot.fixes, 'fix', 'fixes')}, {_n(tot.new_judge_errors, 'new judge error')}, "
             f"{_n(tot.score_drops, 'score drop')} beyond tolerance {r.tolerance:.2f}; "
-            f"{_n(len(r.compared), 'evaluation')} compared, {len(r.added)} added, {len(r.removed)} removed")
+            f"{_n(len(r.compared), 'evaluation')} compared, {len(r.added)} added, {len(r.removed)} removed, "
+            f"{len(r.not_run)} not run; {_n(len(r.regressed()), 'dimension')} regressed significantly "
+            f"(p < {r.alpha:g})")
+
+
+def _stat(s: ScoreChange, alpha: float) -> str:
+    """``McNemar p=0.031 < 0.05``: the exact test of a dimension's change."""
+    if s.p_value is None:
+        return "no question answered in both runs"
+    name = {"mcnemar": "McNemar", "fisher": "Fisher"}.get(s.stat_test, s.stat_test)
+    return f"{name} p={s.p_value:.3g} {'<' if s.p_value < alpha else '>='} {alpha:g}"
 
 
 def _indented(text: str) -> str:
@@ -212,6 +247,9 @@ def _change_lines(r: RegressionReport) -> list[Line]:
                 lines.append((f"    now: {_indented(c.explanation or '(no explanation)')}", {}))
             if c.baseline_explanation:
                 lines.append((f"    was: {_indented(c.baseline_explanation)}", {}))
+    for d, c in r.edited_changes():  # a small edit of the question: not the same question, so not gated
+        lines.append((f"EDITED QUESTION {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} "
+                      f"(not counted: the baseline asked {one_line(c.edited_from)!r})", {"yellow": True}))
     return lines
 
 
@@ -227,8 +265,10 @@ def regression_lines(r: RegressionReport) -> list[Line]:
             if s.delta is None or abs(s.delta) < 1e-9:
                 continue
             if (d.key, s.name) in drops:
+                verdict = "REGRESSED" if s.regressed else "within noise"
                 lines.append((f"SCORE DROP {d.key}: {s.name} {_fmt(s.before)} -> {_fmt(s.after)} ({s.delta:+.2f}, "
-                              f"tolerance {r.tolerance:.2f})", {"red": True, "bold": True}))
+                              f"tolerance {r.tolerance:.2f}): {verdict} ({_stat(s, r.alpha)})",
+                              {"red": True, "bold": True} if s.regressed else {"yellow": True}))
             else:
                 lines.append((f"score change {d.key}: {s.name} {_fmt(s.before)} -> {_fmt(s.after)} "
                               f"({s.delta:+.2f})", {}))
@@ -241,12 +281,17 @@ def regression_lines(r: RegressionReport) -> list[Line]:
         lines.append((f"TEST ADDED {e.key} ({e.outcome})", {"yellow": True}))
     for e in r.removed:
         lines.append((f"TEST REMOVED {e.key} (was {e.outcome} in the baseline)", {"yellow": True}))
+    if r.not_run:
+        lines.append((f"tests not run ({len(r.not_run)}): in the baseline, not run this time (deselected, another "
+                      "subset, skipped or deleted): " + ", ".join(e.key for e in r.not_run), {}))
     by_text = sum(d.matched_by_text for d in r.compared)
     by_id = sum(d.matched_by_id for d in r.compared)
+    replaced = sum(d.replaced for d in r.compared)
     unmatched = r.questions_unmatched()
     if by_text or by_id or unmatched:
-        lines.append((f"questions matched by text (id changed): {by_text}, by id (text edited): {by_id}, "
-                      f"not matched (asked in one run only): {unmatched}", {}))
+        lines.append((f"questions matched by text (id changed): {by_text}, by id (text edited slightly): {by_id}, "
+                      f"replaced (same id, other text): {replaced}, not matched (asked in one run only): "
+                      f"{unmatched}", {}))
     changed = sum(d.output_changed for d in r.compared)
     lines.append((f"outputs: {changed} changed, {len(r.compared) - changed} unchanged and judged again, of "
                   f"{_n(len(r.compared), 'compared evaluation')}", {}))

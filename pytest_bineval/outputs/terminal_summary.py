@@ -27,7 +27,7 @@ class TerminalSummary:
         document = self.document
         log = output_log(config)
         if document is not None:
-            from .terminal import optimize_lines, regression_lines, summary_lines
+            from .terminal import optimize_lines, pin_lines, regression_lines, summary_lines
 
             regressions = document.regressions
             if regressions is not None:
@@ -38,6 +38,8 @@ class TerminalSummary:
                 terminalreporter.write_sep("=", "bineval summary")
                 for text, markup in summary_lines(document.evaluations, document.totals, regressions,
                                                   document.unscored, checklists=document.checklists):
+                    terminalreporter.write_line(text, **markup)
+                for text, markup in pin_lines(document.pins):  # --bineval-update-checklists
                     terminalreporter.write_line(text, **markup)
                 for label, path in log.written:
                     terminalreporter.write_line(f"{label}: {path}")

@@ -47,7 +47,7 @@ def _document() -> ReportDocument:
                          before="no", after="yes")
     diff = RegressionReport(
         baseline="bineval-baseline.json", baseline_created="2026-11-30T20:40:30+00:00",
-        baseline_generator="pytest-bineval 0.1.0", tolerance=0.1, failed=True,
+        baseline_generator="pytest-bineval 0.1.0", tolerance=0.1, failed=True, fail_on="any",
         compared=[
             EvaluationDiff(key="tests/test_s.py::test_a[ferry]", test="tests/test_s.py::test_a[ferry]",
                            outcome="passed", baseline_outcome="passed", output_changed=True, changes=[regression],

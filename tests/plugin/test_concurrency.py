@@ -94,13 +94,14 @@ def test_xdist_workers_judge_every_test_of_a_pin_with_the_pinned_checklist(pytes
 
 
 def test_a_later_update_run_rewrites_the_pin_it_does_not_adopt_it(pytester: pytest.Pytester) -> None:
-    """What a run pinned is adopted by that run only: the next --bineval-update-checklists run writes its own."""
+    """What a run pinned is adopted by that run only: the next --bineval-update-checklists=all run writes its own
+    (a bare --bineval-update-checklists keeps a pin that is not missing or stale)."""
     project(pytester)
     pytester.makepyfile(test_shared=SHARED_TASK.replace("range(8)", "range(2)"))
     pin = pytester.path / "__bineval__" / "test_shared" / "test_case.json"
     pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off").assert_outcomes(passed=2)
     first = json.loads(pin.read_text())["checklists"]
-    pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off").assert_outcomes(passed=2)
+    pytester.runpytest("--bineval-update-checklists=all", "--bineval-cache=off").assert_outcomes(passed=2)
     second = json.loads(pin.read_text())["checklists"]
     assert len(first) == len(second) == 1
     assert first[0]["questions"] != second[0]["questions"]

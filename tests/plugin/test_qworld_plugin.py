@@ -75,8 +75,13 @@ def test_pins_per_question_update_use_and_strict(pytester: pytest.Pytester) -> N
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*test_advice[[]flight[]] is stale (the task or question text changed since it "
                                  "was pinned)*"])
-    # re-pinning replaces the flight case's entry and keeps the other
-    pytester.runpytest("--bineval-update-checklists").assert_outcomes(passed=2)
+    # the flight case's entry was edited by hand: an update run keeps it (and says so); =all replaces it
+    result = pytester.runpytest("--bineval-update-checklists")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["pin kept: __bineval__/test_advice/test_advice.json *: stale (the question text "
+                                 "changed), but edited by hand*"])
+    assert len(json.loads(pin.read_text())["checklists"]) == 2
+    pytester.runpytest("--bineval-update-checklists=all").assert_outcomes(passed=2)
     entries = json.loads(pin.read_text())["checklists"]
     assert len(entries) == 2 and any(e["question"].endswith("She hates her seat.") for e in entries)
 

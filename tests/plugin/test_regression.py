@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from support import REAL_CHECKLIST, make_project
 
+from pytest_bineval.dimensions import resolve_dimensions
 from pytest_bineval.models import Evaluation, Verdict
 from pytest_bineval.record import EvaluationRecord, ReportDocument, text_digest
 from pytest_bineval.testing.project import scripted_project
@@ -178,7 +179,7 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
         "    was: old yes consistency-2",
         f"FIX {t}test_b [[]consistency[]] {Q('consistency', 2)}: no -> yes (output changed)",
         "    was: old no consistency-2",  # no "now:": a yes is not explained (--bineval-explain failing)
-        f"SCORE DROP {t}test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00)",
+        f"SCORE DROP {t}test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00): within noise (McNemar p=1 >= 0.05)",
         f"score change {t}test_b: consistency 0.67 -> 1.00 (+0.33)",
         f"QUESTIONS ADDED {t}test_a (1):",
         f"    [[]fluency[]] fluency-2: {Q('fluency', 2)}",
@@ -187,13 +188,15 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
         f"TEST ADDED {t}test_expected (failed)",
         f"TEST ADDED {t}test_new (passed)",
         f"TEST REMOVED {t}test_gone (was passed in the baseline)",
-        "questions matched by text (id changed): 1, by id (text edited): 0, not matched (asked in one run only): 2",
+        "questions matched by text (id changed): 1, by id (text edited slightly): 0, replaced (same id, other text): "
+        "0, not matched (asked in one run only): 2",
         "outputs: 1 changed, 3 unchanged and judged again, of 4 compared evaluations",
         "*= bineval summary =*",
     ])
     result.stdout.fnmatch_lines([
         "vs baseline base.json: 1 regression, 0 unstable flips, 1 fix, 1 new judge error, 1 score drop beyond "
-        "tolerance 0.00; 4 evaluations compared, 2 added, 1 removed",
+        "tolerance 0.00; 4 evaluations compared, 2 added, 1 removed, 0 not run; 0 dimensions regressed "
+        "significantly (p < 0.05)",
     ])
     assert "session failed" not in result.stdout.str()  # no --bineval-fail-on-regression
     # the JSON report keeps the section and the counts
@@ -271,12 +274,17 @@ def test_a_regression_fails_the_session_only_with_fail_on_regression(pytester: p
         plain.assert_outcomes(passed=1)
         assert plain.ret == pytest.ExitCode.OK
         plain.stdout.fnmatch_lines(["REGRESSION test_green.py::test_a *", "vs baseline base.json: 1 regression, *"])
-    gated = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+        # one flip of two questions is within the judge's noise: the bare option acts on significant drops only
+        noise = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression")
+        assert noise.ret == pytest.ExitCode.OK
+        noise.stdout.fnmatch_lines(["SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance "
+                                    "0.00): within noise (McNemar p=1 >= 0.05)"])
+    gated = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression=any",
                 "--bineval-regression-tolerance=0.9")
     gated.assert_outcomes(passed=1)  # every test passed ...
     assert gated.ret == pytest.ExitCode.TESTS_FAILED  # ... and the regression fails the session, tolerance or not
     gated.stdout.fnmatch_lines([
-        "bineval: session failed: 1 regression vs baseline base.json (--bineval-fail-on-regression)",
+        "bineval: session failed: 1 regression vs baseline base.json (--bineval-fail-on-regression=any)",
     ])
 
 
@@ -302,13 +310,13 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester,
                                       ("consistency-2", "consistency", c2, "no"),
                                       ("consistency-3", "consistency", c3, "yes")],
             output="output b", thresholds={"consistency": 0.0})])
-    args = ("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression")
+    args = ("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression=any")
     if not xdist:  # the default tolerance, 0: both drops count (each xdist run costs three processes)
         strict = run(pytester, xdist, *args)
         assert strict.ret == pytest.ExitCode.TESTS_FAILED
         strict.stdout.fnmatch_lines([
-            "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00)",
-            "SCORE DROP test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17, tolerance 0.00)",
+            "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00): within noise (*)",
+            "SCORE DROP test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17, tolerance 0.00): within noise (*)",
             "bineval: session failed: 2 score drops beyond tolerance 0.00 vs baseline base.json *",
         ])
     # tolerance 0.4: test_a's drop of 0.50 counts, test_b's 0.17 does not; the page marks test_a only
@@ -316,7 +324,7 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester,
     between.assert_outcomes(passed=2)
     assert between.ret == pytest.ExitCode.TESTS_FAILED
     between.stdout.fnmatch_lines([
-        "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.40)",
+        "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.40): within noise (*)",
         "score change test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17)",
         "vs baseline base.json: 0 regressions, 0 unstable flips, 0 fixes, 0 new judge errors, 1 score drop beyond "
         "tolerance 0.40; *",
@@ -380,12 +388,14 @@ def test_regression_options_are_validated_and_listed(pytester: pytest.Pytester) 
     for option, message in (("--bineval-regression-tolerance=2", "*tolerance is a score difference within*"),
                             ("--bineval-gate=median", "*invalid choice: 'median'*"),
                             ("--bineval-github=maybe", "*invalid choice: 'maybe'*"),
-                            ("--bineval-repeats=0", "*must be >= 1*")):
+                            ("--bineval-repeats=0", "*must be >= 1*"),
+                            ("--bineval-alpha=0", "*alpha is a significance level within (0, 1], not 0.0*"),
+                            ("--bineval-fail-on-regression=some", "*invalid choice: 'some'*")):
         result = pytester.runpytest(option)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([message])
     pytester.runpytest("--help").stdout.fnmatch_lines([
-        "*--bineval-repeats=K*", "*--bineval-baseline=PATH*", "*--bineval-fail-on-regression*",
+        "*--bineval-repeats=K*", "*--bineval-baseline=PATH*", "*--bineval-fail-on-regression*", "*--bineval-alpha=A*",
         "*--bineval-regression-tolerance=D*", "*--bineval-gate=GATE*", "*--bineval-github=MODE*",
     ])
 
@@ -467,7 +477,7 @@ def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pyte
         output="output r", thresholds={"consistency": 0.0, "fluency": 0.0},
         repeats={"consistency-1": ["yes", "yes", "no"], "consistency-2": ["yes", "yes", "yes"]})])
     result = run(pytester, xdist, "--color=no", "--bineval-repeats=3", "--bineval-baseline=base.json",
-                 "--bineval-fail-on-regression", "--bineval-regression-tolerance=1")
+                 "--bineval-fail-on-regression=any", "--bineval-regression-tolerance=1")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
@@ -480,8 +490,63 @@ def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pyte
         "unstable questions (1): the repeats of the judge gave both answers",
         f"    test_rep.py::test_r [[]consistency[]] {c1}: no (1 of 3 yes)",
         "vs baseline base.json: 1 regression, 1 unstable flip, 0 fixes, *",
-        "bineval: session failed: 1 regression vs baseline base.json (--bineval-fail-on-regression)",
+        "bineval: session failed: 1 regression vs baseline base.json (--bineval-fail-on-regression=any)",
     ])
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Significance: six questions of a hand-written pin, all answered yes in the baseline and no now, are beyond the
+# judge's noise (McNemar p = 2/64); one test of the baseline is deselected with -k: not run, not removed.
+SIG = '''
+import pytest
+from pytest_bineval import assert_passes
+
+pytestmark = pytest.mark.bineval(task="Summarize the article.")
+
+def test_s():
+    assert_passes("output s", dimension="consistency", threshold=0.0)
+
+def test_other():
+    assert_passes("output o", dimension="consistency", threshold=0.0)
+'''
+SIX = [f"Does the summary keep fact {i} of the article?" for i in range(1, 7)]
+
+
+@pytest.mark.parametrize("xdist", MODES)
+def test_a_significant_drop_fails_the_session_and_a_deselected_test_is_not_run(pytester: pytest.Pytester,
+                                                                              xdist: list[str]) -> None:
+    project(pytester, {q: "no" for q in SIX})
+    pytester.makepyfile(test_sig=SIG)
+    pin = pytester.path / "__bineval__" / "test_sig" / "test_s.json"
+    pin.parent.mkdir(parents=True)
+    pin.write_text(json.dumps({"format": 2, "checklists": [{
+        "task": "Summarize the article.", "dimensions": resolve_dimensions("consistency"),
+        "questions": [{"id": f"consistency-{i}", "dimension": "consistency", "text": q} for i, q in enumerate(SIX, 1)],
+        "tests": ["test_s"]}]}))
+    write_baseline(pytester.path / "base.json", [
+        rec("test_sig.py::test_s", [(f"consistency-{i}", "consistency", q, "yes") for i, q in enumerate(SIX, 1)],
+            output="output s", thresholds={"consistency": 0.0}),
+        rec("test_sig.py::test_other", [("consistency-1", "consistency", Q("consistency", 1), "yes")],
+            output="output o", thresholds={"consistency": 0.0})])
+    result = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+                 "-k", "not test_other")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "SCORE DROP test_sig.py::test_s: consistency 1.00 -> 0.00 (-1.00, tolerance 0.00): REGRESSED (McNemar "
+        "p=0.0312 < 0.05)",
+        "tests not run (1): in the baseline, not run this time (deselected, another subset, skipped or deleted): "
+        "test_sig.py::test_other",
+        "*; 1 evaluation compared, 0 added, 0 removed, 1 not run; 1 dimension regressed significantly (p < 0.05)",
+        "bineval: session failed: 1 dimension regressed significantly (p < 0.05) vs baseline base.json "
+        "(--bineval-fail-on-regression)",
+    ])
+    assert "TEST REMOVED" not in result.stdout.str()
+    if not xdist:  # a stricter alpha: the same drop is within noise
+        strict = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+                     "--bineval-alpha=0.01", "-k", "not test_other")
+        assert strict.ret == pytest.ExitCode.OK
+        strict.stdout.fnmatch_lines(["SCORE DROP *: within noise (McNemar p=0.0312 >= 0.01)"])
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from dataclasses import fields
 
 from pytest_bineval.ledger import RunLedger
 from pytest_bineval.models import Evaluation, Question, Usage, Verdict
-from pytest_bineval.record import EvaluationRecord, UnscoredTest
+from pytest_bineval.record import EvaluationRecord, PinAction, UnscoredTest
 
 
 def _record(test: str) -> EvaluationRecord:
@@ -21,9 +21,11 @@ def _ledger(name: str, calls: int) -> RunLedger:
     return RunLedger(records=[_record(f"t.py::{name}")], usage=Usage(llm_calls=calls, prompt_tokens=10 * calls),
                      checklist_usage=Usage(llm_calls=1, prompt_tokens=calls), checklists_generated=1,
                      pins_written=[f"pin-{name}"], unpinned={f"u-{name}", "shared"},
+                     pin_actions=[PinAction(action="created", path=f"__bineval__/t/{name}.json", task="T")],
                      unscored=[UnscoredTest.build(f"t.py::{name}-x", "NoTaskError", "no task")],
-                     failed_tests={f"t.py::{name}"}, rerun_evaluations=calls, dimensions_checked={name},
-                     marker_threshold_keys={f"k-{name}"}, notes=[f"note {name}"])
+                     failed_tests={f"t.py::{name}"}, ran_tests={f"t.py::{name}"},
+                     collected_tests={f"t.py::{name}", "t.py::deselected"}, rerun_evaluations=calls,
+                     dimensions_checked={name}, marker_threshold_keys={f"k-{name}"}, notes=[f"note {name}"])
 
 
 def test_merge_adds_every_field_of_the_other_ledger() -> None:
@@ -34,7 +36,9 @@ def test_merge_adds_every_field_of_the_other_ledger() -> None:
     assert merged.pins_written == ["pin-a", "pin-b"]
     assert merged.unpinned == {"u-a", "u-b", "shared"}
     assert [u.test for u in merged.unscored] == ["t.py::a-x", "t.py::b-x"]
-    assert merged.failed_tests == {"t.py::a", "t.py::b"}
+    assert merged.failed_tests == merged.ran_tests == {"t.py::a", "t.py::b"}
+    assert merged.collected_tests == {"t.py::a", "t.py::b", "t.py::deselected"}
+    assert [a.path for a in merged.pin_actions] == ["__bineval__/t/a.json", "__bineval__/t/b.json"]
     assert merged.rerun_evaluations == 3
     assert merged.dimensions_checked == {"a", "b"}
     assert merged.marker_threshold_keys == {"k-a", "k-b"}

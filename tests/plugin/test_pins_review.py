@@ -1,0 +1,215 @@
+"""Pins are reviewed code: --bineval-update-checklists writes what is missing or stale and keeps what was edited by
+hand (=all rewrites it), long test names, symlinked pin folders, and pin files given to ``bineval eval``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import make_project, report_of
+
+from pytest_bineval.cli import main
+from pytest_bineval.models import Checklist, Question
+from pytest_bineval.pins import MAX_PIN_NAME, PinFile, pin, pin_path, questions_digest
+from pytest_bineval.testing import ScriptedModel
+
+pytest_plugins = ["pytester"]
+
+SUITE = '''
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="{task_a}")
+def test_a():
+    assert_passes("output a", dimension="fluency")
+
+@pytest.mark.bineval(task="Task B.")
+def test_b():
+    assert_passes("output b", dimension="fluency")
+'''
+NEW_TEST = '''
+
+@pytest.mark.bineval(task="Task C.")
+def test_c():
+    assert_passes("output c", dimension="fluency")
+'''
+EDITED = "Is this the question a reviewer wrote?"
+XDIST = ["-p", "xdist", "-n", "2"]
+
+
+def _edit_first_question(path: Path) -> str:
+    data = json.loads(path.read_text())
+    data["checklists"][0]["questions"][0]["text"] = EDITED
+    path.write_text(json.dumps(data, indent=2))
+    return path.read_text()
+
+
+@pytest.mark.parametrize("workers", [[], XDIST], ids=["in-process", "xdist"])
+def test_a_hand_edited_pin_is_kept_by_an_update_run_and_rewritten_only_with_all(pytester: pytest.Pytester,
+                                                                               workers: list[str]) -> None:
+    """Bug: an update run to pin one new test regenerated every other pin, hand edits lost, and said only
+    "pinned checklists written: 4"."""
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."))
+    run = pytester.runpytest_subprocess if workers else pytester.runpytest
+    pins = pytester.path / "__bineval__" / "test_suite"
+    result = run("--bineval-update-checklists", "--bineval-cache=off", *workers)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["pin created: __bineval__/test_suite/test_a.json [[]fluency[]] 'Task A.'",
+                                 "pin created: __bineval__/test_suite/test_b.json [[]fluency[]] 'Task B.'",
+                                 "pins: 2 created, 0 rewritten, 0 kept because edited by hand, 0 with tests added"])
+    entry = json.loads((pins / "test_a.json").read_text())["checklists"][0]
+    assert entry["generated"].startswith("sha256:")  # what was generated is recorded: an edit is detectable
+
+    # a reviewer edits test_a's pin; a new test is added; the update run pins the new test only
+    edited = _edit_first_question(pins / "test_a.json")
+    untouched = (pins / "test_b.json").read_text()
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A.") + NEW_TEST)
+    result = run("--bineval-update-checklists", "--bineval-cache=off", "--bineval-report=report.json", *workers)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "pin created: __bineval__/test_suite/test_c.json [[]fluency[]] 'Task C.'",
+        "pin kept: __bineval__/test_suite/test_a.json [[]fluency[]] 'Task A.': edited by hand; "
+        "--bineval-update-checklists=all rewrites it",
+        "pins: 1 created, 0 rewritten, 1 kept because edited by hand, 0 with tests added",
+    ])
+    assert (pins / "test_a.json").read_text() == edited
+    assert (pins / "test_b.json").read_text() == untouched
+    (a,) = [r for r in report_of(pytester).evaluations if r.test.endswith("test_a")]
+    assert a.verdicts[0].question == EDITED and a.checklist_status == "pinned"  # judged with the reviewed pin
+
+    # the task of test_a changes: its pin is stale, but edited by hand, so it is kept (and said so)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A, in French.") + NEW_TEST)
+    result = run("--bineval-update-checklists", "--bineval-cache=off", *workers)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["unpinned checklists: 1 *",
+                                 "pin kept: __bineval__/test_suite/test_a.json [[]fluency[]] 'Task A.': stale (the "
+                                 "task text changed), but edited by hand; --bineval-update-checklists=all rewrites "
+                                 "it; test_a is judged with a checklist generated for it, not pinned"])
+    assert (pins / "test_a.json").read_text() == edited
+
+    # =all rewrites it
+    result = run("--bineval-update-checklists=all", "--bineval-cache=off", *workers)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["pin rewritten: __bineval__/test_suite/test_a.json [[]fluency[]] "
+                                 "'Task A, in French.'"])
+    (entry,) = json.loads((pins / "test_a.json").read_text())["checklists"]
+    assert entry["task"] == "Task A, in French." and EDITED not in json.dumps(entry)
+    run("--bineval-strict", *workers).assert_outcomes(passed=3)
+
+
+def test_an_unknown_update_mode_is_a_usage_error_that_names_the_modes(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."))
+    result = pytester.runpytest("--bineval-update-checklists", "test_suite.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*invalid mode 'test_suite.py': 'missing'*put the paths first*"])
+
+
+LONG = "test_" + "a_very_long_and_descriptive_name_" * 7  # 236 characters: legal, yet too long with the temp suffix
+
+
+def test_a_long_test_name_gets_a_short_deterministic_pin_name(pytester: pytest.Pytester) -> None:
+    """Bug: the pin file name was the test name: past the file system's limit (255 bytes, less the atomic
+    writer's temporary suffix), a raw OSError failed the test under --bineval-update-checklists and --bineval-strict."""
+    make_project(pytester)
+    pytester.makepyfile(test_long=f'''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Task L.")
+        def {LONG}():
+            assert_passes("output", dimension="fluency")
+    ''')
+    pytester.runpytest("--bineval-update-checklists").assert_outcomes(passed=1)
+    (written,) = (pytester.path / "__bineval__" / "test_long").iterdir()
+    assert written == pin_path(pytester.path / "test_long.py", LONG)
+    assert len(written.name.encode()) <= MAX_PIN_NAME + len(".json")
+    assert written.name.startswith(LONG[:80]) and written.name != f"{LONG}.json"
+    pytester.runpytest("--bineval-strict").assert_outcomes(passed=1)
+
+
+def test_pin_names_are_shortened_deterministically_and_stay_unique() -> None:
+    base = Path("/p/test_m.py")
+    one, two = pin_path(base, LONG), pin_path(base, LONG + "x")
+    assert one == pin_path(base, LONG) and one != two
+    assert len(pin_path(base, "test_é" * 100).name.encode()) <= MAX_PIN_NAME + 5  # multi-byte: cut on a character
+    assert pin_path(base, "test_short[case-1]").name == "test_short.json"  # short names are unchanged
+
+
+@pytest.mark.parametrize("link", ["folder", "file"])
+def test_a_symlinked_pin_folder_or_file_outside_the_rootdir_is_refused(pytester: pytest.Pytester,
+                                                                       tmp_path_factory: pytest.TempPathFactory,
+                                                                       link: str) -> None:
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."))
+    outside = tmp_path_factory.mktemp("outside")
+    if link == "folder":
+        (pytester.path / "__bineval__").symlink_to(outside, target_is_directory=True)
+        where = pytester.path / "__bineval__"
+    else:
+        (pytester.path / "__bineval__" / "test_suite").mkdir(parents=True)
+        where = pytester.path / "__bineval__" / "test_suite" / "test_a.json"
+        where.symlink_to(outside / "stolen.json")
+    result = pytester.runpytest("--bineval-update-checklists", "-k", "test_a")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*PinError: {where} is a symbolic link to {outside.resolve()}*, outside the "
+                                 "rootdir*does not write pinned checklists through it*"])
+    assert list(outside.iterdir()) == []
+
+
+# -- bineval eval/align --checklist PIN_FILE -------------------------------------------------------------------
+def _checklist(task: str) -> Checklist:
+    return Checklist(task=task, dimensions={"fluency": "Reads well."},
+                     questions=[Question(id="fluency-1", dimension="fluency", text=f"Is it fluent ({task})?")])
+
+
+def test_bineval_eval_accepts_a_pin_file_and_chooses_its_entry(fake: ScriptedModel, cache_dir: Path,
+                                                               tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "__bineval__" / "test_m" / "test_x.json"
+    pin(path, _checklist("Task one."), "test_x[1]")
+    (tmp_path / "out.txt").write_text("An output.")
+    common = ["eval", "--checklist", str(path), "--output", str(tmp_path / "out.txt"), "--model", fake.model,
+              "--cache-dir", str(cache_dir)]
+    assert main(common) == 0  # one entry: no choice to make
+    assert json.loads(capsys.readouterr().out)["verdicts"][0]["question"] == "Is it fluent (Task one.)?"
+
+    pin(path, _checklist("Task two."), "test_x[2]")
+    assert main(common) == 2
+    err = capsys.readouterr().err
+    assert f"bineval: error: {path} is a pin file with 2 matching checklists: choose one with --entry N" in err
+    assert "--entry 2: [fluency] 'Task two.'" in err
+    assert main([*common, "--entry", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdicts"][0]["question"] == "Is it fluent (Task two.)?"
+    assert main([*common, "--task", "Task one."]) == 0
+    assert json.loads(capsys.readouterr().out)["verdicts"][0]["question"] == "Is it fluent (Task one.)?"
+    assert main([*common, "--entry", "3"]) == 2
+    assert "has 2 entries, no entry 3" in capsys.readouterr().err
+
+
+def test_bineval_eval_names_what_is_wrong_with_a_checklist_file(fake: ScriptedModel, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Bug: a file that is not a checklist printed pydantic's raw validation dump."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"task": "T", "dimensions": {"fluency": "x"}}))
+    (tmp_path / "out.txt").write_text("An output.")
+    assert main(["eval", "--checklist", str(bad), "--output", str(tmp_path / "out.txt"), "--model", fake.model]) == 2
+    err = capsys.readouterr().err
+    assert f"bineval: error: {bad} is not a valid checklist (questions: Field required)" in err
+    assert "pydantic" not in err and "errors.pydantic.dev" not in err
+
+
+def test_questions_digest_detects_an_edit() -> None:
+    c = _checklist("T.")
+    edited = c.model_copy(update={"questions": [Question(id="fluency-1", dimension="fluency", text="Other?")]})
+    assert questions_digest(c) == questions_digest(_checklist("T.")) != questions_digest(edited)
+
+
+def test_a_pin_without_a_generated_digest_counts_as_reviewed(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"format": 2, "checklists": [{**_checklist("T.").model_dump(mode="json"),
+                                                             "tests": ["test_x"]}]}))
+    (entry,) = PinFile.read(path).entries
+    assert entry.edited  # written by hand (or before digests were recorded): never rewritten without =all
