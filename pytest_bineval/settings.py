@@ -179,9 +179,9 @@ class Settings:
             except argparse.ArgumentTypeError as exc:
                 raise UsageError(f"{f.name}: {exc}") from None
         if self.confirm and self.repeats > 1:
-            raise UsageError(f"confirm ({self.confirm}) and repeats ({self.repeats}) do not combine: --bineval-repeats "
-                             "asks every question K times, --bineval-confirm re-asks only the failing ones; "
-                             "choose one")
+            raise UsageError(f"confirm={self.confirm} (--bineval-confirm) and repeats={self.repeats} "
+                             "(--bineval-repeats) do not combine: repeats asks every question K times, confirm "
+                             "re-asks only the failing ones; choose one")
 
     @property
     def judge_model(self) -> str:

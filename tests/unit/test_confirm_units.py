@@ -121,7 +121,8 @@ def test_a_confirmed_verdict_round_trips_and_an_unconfirmed_one_serializes_as_be
 
 # -- settings ------------------------------------------------------------------------------------------------
 def test_confirm_and_repeats_do_not_combine() -> None:
-    with pytest.raises(UsageError, match=r"confirm \(2\) and repeats \(3\) do not combine"):
+    with pytest.raises(UsageError, match=r"confirm=2 \(--bineval-confirm\) and repeats=3 \(--bineval-repeats\) do "
+                                         r"not combine"):
         Settings(confirm=2, repeats=3)
     with pytest.raises(UsageError, match="confidence"):
         Settings(confidence=1.0)
