@@ -213,3 +213,13 @@ def test_without_confirm_nothing_is_re_asked(fake: ScriptedModel, cache_dir: Pat
         engine.close()
     assert fake.calls_of("verdict") == 3 and all(v.confirmation is None for v in ev.verdicts)
     assert engine.confirm_cost == ConfirmCost()
+
+
+def test_against_a_baseline_an_unstable_confirmed_question_flips_and_a_decided_one_regresses() -> None:
+    from pytest_bineval.baseline import classify
+
+    before = verdict("yes")
+    split = confirmed(verdict("no"), [verdict("yes"), verdict("no")], 0.95)  # no by 2 of 3, undecided
+    steady = confirmed(verdict("no"), [verdict("no")] * 3, 0.95)  # decided no
+    assert classify(before, split) == "unstable flip"
+    assert classify(before, steady) == "regression"
