@@ -173,8 +173,9 @@ def by_call(script: dict[str, list[str]]) -> Any:
     return rule
 
 
-def test_the_engine_re_asks_only_failing_questions_and_caches_each_re_ask(fake: ScriptedModel,
-                                                                         cache_dir: Path) -> None:
+@pytest.mark.parametrize("prefill", [False, True], ids=["turns", "prefill"])
+def test_the_engine_re_asks_only_failing_questions_and_caches_each_re_ask(prefill: bool, cache_dir: Path) -> None:
+    fake = ScriptedModel(provider=f"confirm{'prefill' if prefill else 'turns'}", prefill=prefill).register()
     fake.answers = by_call({"Is check 1 met?": ["no"], "Is check 2 met?": ["no", "yes", "yes"]})
     settings = Settings(model=fake.model, cache_dir=str(cache_dir), confirm=5, explain="none")
     engine = Engine(settings)
