@@ -3,6 +3,7 @@ re-asked verdict's asks) and the PR comment (the unstable section's wording, the
 
 from __future__ import annotations
 
+from pytest_bineval.assertions import failure_message
 from pytest_bineval.confirm import confirmed
 from pytest_bineval.models import ConfirmCost, Evaluation, Usage, Verdict
 from pytest_bineval.outputs.html import build_view, render_html
@@ -53,3 +54,10 @@ def test_the_pr_comment_says_why_a_confirmed_question_is_unstable_and_what_confi
                                   "re-asks (4 requests sent); 7 asks in all, where `--bineval-repeats 3` would "
                                   "make 9.")
     assert "--bineval-confirm" not in render(ReportDocument())  # off: not a word of it
+
+
+def test_the_failure_message_gives_each_confirmed_question_its_asks() -> None:
+    (rec,) = confirmed_document().evaluations
+    message = failure_message(rec)
+    assert "      -> no (1 of 3 yes, unstable): scripted no" in message
+    assert "      -> no (0 of 3 yes): scripted no" in message
