@@ -4,8 +4,10 @@ re-asked verdict's asks) and the PR comment (the unstable section's wording, the
 from __future__ import annotations
 
 from pytest_bineval.assertions import failure_message
+from pytest_bineval.baseline import diff_evaluation
 from pytest_bineval.confirm import confirmed
 from pytest_bineval.models import ConfirmCost, Evaluation, Usage, Verdict
+from pytest_bineval.outputs.github import step_summary
 from pytest_bineval.outputs.html import build_view, render_html
 from pytest_bineval.outputs.pr_comment import render
 from pytest_bineval.record import ConfirmationSummary, EvaluationRecord, ReportDocument, Totals, UnstableQuestion
@@ -61,3 +63,22 @@ def test_the_failure_message_gives_each_confirmed_question_its_asks() -> None:
     message = failure_message(rec)
     assert "      -> no (1 of 3 yes, unstable): scripted no" in message
     assert "      -> no (0 of 3 yes): scripted no" in message
+
+
+def test_the_github_job_summary_lists_a_confirmed_unstable_question_with_its_asks() -> None:
+    doc = confirmed_document()
+    text = step_summary(doc.evaluations, doc.totals)
+    assert "Unstable questions (the judge's asks gave both answers, and none won (--bineval-confirm)): 1" in text
+    assert "- t.py::test\\_a \\[consistency\\] Is check 1 met?: 1 of 3 yes" in text
+
+
+def test_against_a_baseline_a_change_shows_the_asks_of_a_confirmed_question() -> None:
+    (now,) = confirmed_document().evaluations
+    ev = Evaluation(task="T", model="fake/judge", dimensions=["consistency"],
+                    verdicts=[verdict(1, "yes"), verdict(2, "yes"), verdict(3, "yes")])
+    before = EvaluationRecord.build(test="t.py::test_a", evaluation=ev, thresholds={"consistency": 0.5},
+                                    questions=[], checklist_status="pinned")
+    changes = {c.question_id: c for c in diff_evaluation(before, now).changes}
+    flip, regression = changes["consistency-1"], changes["consistency-2"]
+    assert (flip.kind, flip.repeats, flip.baseline_repeats) == ("unstable flip", ["no", "yes", "no"], [])
+    assert (regression.kind, regression.repeats) == ("regression", ["no", "no", "no"])
