@@ -267,9 +267,10 @@ class Verdict(BaseModel):
             return self.explanation
         if self.error and self.answer != "error":
             return f"({self.error})"
-        if self.confirmation is not None and self.answer == "no":  # the first ask said yes; re-asks are not explained
-            return (f"(no by {self.confirmation.answers.count('no')} of {len(self.confirmation.answers)} asks; "
-                    "the first said yes, and re-asks are not explained)")
+        c = self.confirmation
+        if c is not None and self.answer == "no" and c.answers[:1] == ["yes"]:  # re-asks are not explained
+            return (f"(no by {c.answers.count('no')} of {len(c.answers)} asks; the first said yes, and re-asks are "
+                    "not explained)")
         if self.explain == "none":
             return "(not explained: explain mode none)"
         return "(no explanation)"

@@ -96,7 +96,10 @@ def test_the_verdict_is_the_majority_and_a_split_without_decision_is_unstable() 
     assert (flipped.answer, flipped.explanation, flipped.unstable) == ("yes", "", True)
 
     tie = confirmed(verdict("yes", p_yes=0.55), [verdict("no", p_yes=0.45)], 0.95)
-    assert tie.answer == "no" and "first said yes" in tie.reason()  # no on a tie, like --bineval-repeats
+    assert tie.answer == "no"  # no on a tie, like --bineval-repeats
+    assert tie.reason() == "(no by 1 of 2 asks; the first said yes, and re-asks are not explained)"
+    unexplained = confirmed(verdict("no").model_copy(update={"explain": "none"}), [verdict("no")], 0.95)
+    assert unexplained.reason() == "(not explained: explain mode none)"
 
     steady = confirmed(first, [verdict("no")] * 3, 0.95)
     assert steady.answer == "no" and steady.confirmation is not None and steady.confirmation.decided
