@@ -100,7 +100,9 @@ def failure_message(record: EvaluationRecord) -> str:
     if failed:
         lines.append(f"failing questions ({len(failed)}):")
         for v in failed:
-            votes = f" ({v.repeats.count('yes')} of {len(v.repeats)} yes)" if v.repeats else ""
+            asks = v.asks  # repeats, or the asks of --bineval-confirm
+            unstable = ", unstable" if v.confirmation is not None and v.unstable else ""
+            votes = f" ({asks.count('yes')} of {len(asks)} yes{unstable})" if len(asks) > 1 else ""
             p = points.get(v.question_id)
             cost = "" if p is None else (f" (+{p} missed)" if p > 0 else f" ({p} penalty)")
             lines.append(f"  [{v.dimension}]{cost} {inert(v.question)}")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 from difflib import SequenceMatcher
 
 from .gate_stats import DEFAULT_ALPHA, dimension_test
-from .models import Verdict
+from .models import Answer, Verdict
 from .record import (
     CHANGE_KINDS,
     ChangeKind,
@@ -89,6 +89,12 @@ def classify(before: Verdict, after: Verdict) -> ChangeKind | None:
     return "regression" if before.answer == "yes" else "fix"
 
 
+def _answers(v: Verdict) -> list[Answer]:
+    """Every answer of a question asked more than once (repeats, or --bineval-confirm's asks); [] if asked once."""
+    asks = v.asks
+    return asks if len(asks) > 1 else []
+
+
 def _ref(v: Verdict) -> QuestionRef:
     return QuestionRef(id=v.question_id, dimension=v.dimension, text=v.question)
 
@@ -110,7 +116,7 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolera
             before=b.answer, after=a.answer,
             explanation=(a.error or "") if a.answer == "error" else a.explanation,
             baseline_explanation=((b.error or None) if b.answer == "error" else b.explanation) or None,
-            repeats=list(a.repeats), baseline_repeats=list(b.repeats),
+            repeats=_answers(a), baseline_repeats=_answers(b),
             edited_from=None if _norm(a.question) == _norm(b.question) else b.question,
         ))
     rank = {k: i for i, k in enumerate(CHANGE_KINDS)}

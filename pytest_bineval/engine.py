@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import checklist as _checklist
+from . import confirm as _confirm
 from . import judge as _judge
 from .dimensions import DimensionsArg
 from .errors import BinevalError, InputTooLargeError
@@ -22,7 +23,7 @@ from .llm.client import LLMClient, ModelSettings
 from .llm.local import is_embedded
 from .llm.negotiation import FormatNegotiator
 from .llm.retry import RetryPolicy
-from .models import Checklist, Evaluation, ExplainMode, Usage
+from .models import Checklist, ConfirmCost, Evaluation, ExplainMode, Usage, Verdict
 from .prompting import Prompt, load_judge_prompt
 from .qworld import QworldConfig, parse_widths
 from .repeats import combine_repeats
@@ -54,6 +55,7 @@ class Engine:
         self.cache = cache
         self.usage = Usage()
         self.checklist_usage = Usage()  # of that, what checklist generation spent (no evaluation record carries it)
+        self.confirm_cost = ConfirmCost()  # what --bineval-confirm asked (its re-asks' usage is in the total)
         # assert_passes may run in several threads of one test (each with its event loop): the running total is
         # updated under this lock, so that no request, token or cache hit of a concurrent evaluation is lost
         self._usage_lock = threading.Lock()
@@ -63,13 +65,16 @@ class Engine:
         if self.settings.judge_prompt is not None:
             self._judge_prompt = load_judge_prompt(os.path.expanduser(self.settings.judge_prompt))
 
-    def add_usage(self, usage: Usage, *, checklist: bool = False) -> None:
+    def add_usage(self, usage: Usage, *, checklist: bool = False, confirm: ConfirmCost | None = None) -> None:
         """Add ``usage`` to the running total, atomically (evaluations may run in several threads at once);
-        ``checklist``: spent generating a checklist (kept apart too: :attr:`checklist_usage`)."""
+        ``checklist``: spent generating a checklist (kept apart too: :attr:`checklist_usage`); ``confirm``: what
+        confirming an evaluation asked (``usage`` is its re-asks'; kept apart too: :attr:`confirm_cost`)."""
         with self._usage_lock:
             self.usage = self.usage + usage
             if checklist:
                 self.checklist_usage = self.checklist_usage + usage
+            if confirm is not None:
+                self.confirm_cost = self.confirm_cost + confirm
 
     def client(self, model: str, *, repeat: int = 0, deadline: float | None = None) -> LLMClient:
         """A client of ``model`` sharing this engine's cache and negotiation; ``repeat`` > 0 keys its cache entries
@@ -148,6 +153,9 @@ class Engine:
                 self.add_usage(_judge.usage_of_error(exc))
                 raise
             self.add_usage(result.usage)
+            if self.settings.confirm:
+                result = await self._confirm(result, output, checklist, source, name, concurrency=concurrency,
+                                             question_first=question_first, prompt=prompt or self._judge_prompt)
             return result
         # Every repeat asks the whole checklist again, with its own cache entries; hosted models share the
         # concurrency among the repeats, the embedded model takes them one after the other.
@@ -177,6 +185,47 @@ class Engine:
         result = combine_repeats(runs, seconds=loop.time() - started)
         self.add_usage(result.usage)
         return result
+
+    async def _confirm(self, result: Evaluation, output: str, checklist: Checklist, source: str | None, name: str,
+                       *, concurrency: int, question_first: bool, prompt: Prompt | None) -> Evaluation:
+        """``result`` with its failing (and borderline) verdicts confirmed (:mod:`pytest_bineval.confirm`): each
+        re-asked one re-ask at a time, re-ask k with the cache key of repeat k and no explanation; the questions
+        share the concurrency (the embedded model takes them one after the other)."""
+        s = self.settings
+        questions = {q.id: q for q in checklist.questions}
+        semaphore = asyncio.Semaphore(max(1, concurrency))
+        deadline = self.assertion_deadline()  # the confirmation's requests have one evaluation's budget
+        spent: list[Usage] = []  # what the re-asks spent, the failed ones too
+
+        async def confirm(first: Verdict) -> tuple[Verdict, int]:
+            question = questions[first.question_id]
+            messages = _judge.judge_messages(checklist.task, source, output, question,
+                                             question_first=question_first, prompt=prompt)
+            reasks: list[Verdict] = []
+            while _confirm.ask_again([first.answer, *(r.answer for r in reasks)], s.confirm, s.confidence):
+                client = self.client(name, repeat=len(reasks) + 1, deadline=deadline)
+                async with semaphore:
+                    try:
+                        verdict, usage = await _judge.judge_question(client, messages, question, "none")
+                    except Exception as exc:
+                        spent.append(_judge.usage_of_error(exc))
+                        raise
+                spent.append(usage)
+                reasks.append(verdict)
+            return _confirm.confirmed(first, reasks, s.confidence), len(reasks)
+
+        asked = [v for v in result.verdicts if v.decided_by == "judge"]
+        chosen = [v for v in asked if _confirm.needs_confirmation(v)]
+        outcomes, failures = await _judge.settle([confirm(v) for v in chosen])
+        usage = Usage.total(spent)
+        cost = ConfirmCost(questions=len(asked), reasked=len(chosen), reasks=sum(n for _, n in outcomes),
+                           usage=usage)
+        self.add_usage(usage, confirm=cost)
+        if failures:
+            raise failures[0]
+        by_id = {v.question_id: v for v, _ in outcomes}
+        verdicts = [by_id.get(v.question_id, v) for v in result.verdicts]
+        return result.model_copy(update={"verdicts": verdicts, "usage": result.usage + usage})
 
     def checklist(self, task: str | None, dimensions: DimensionsArg = None, *, model: str | None = None,
                   strategy: str = "bineval", question: str | None = None,

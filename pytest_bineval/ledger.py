@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .models import Usage
+from .models import ConfirmCost, Usage
 from .record import EvaluationRecord, PinAction, UnscoredTest
 
 
@@ -33,6 +33,7 @@ class RunLedger:
     records: list[EvaluationRecord] = field(default_factory=list, metadata=_models(EvaluationRecord))
     usage: Usage = field(default_factory=Usage)  # what the merged-in ledgers' engines spent (see BinevalService)
     checklist_usage: Usage = field(default_factory=Usage)  # of that, checklist generation (no record carries it)
+    confirm_cost: ConfirmCost = field(default_factory=ConfirmCost)  # what --bineval-confirm asked (see Engine)
     checklists_generated: int = 0  # checklists the run generated (not read from a pin or the memo)
     pins_written: list[str] = field(default_factory=list)  # pin entries (pins.entry_id), one per checklist
     # what --bineval-update-checklists did to each pin entry (created, rewritten, listed, kept because edited)
@@ -55,7 +56,7 @@ class RunLedger:
                 mine.extend(theirs)
             elif isinstance(mine, set):
                 mine.update(theirs)
-            else:  # a count or a Usage
+            else:  # a count, a Usage or a ConfirmCost
                 setattr(self, f.name, mine + theirs)
         return self
 

@@ -190,6 +190,27 @@ class Checklist(BaseModel):
         )
 
 
+class Confirmation(BaseModel):
+    """How a question was confirmed (``--bineval-confirm K``): every ask of it, the first included, and the
+    Wilson interval of their share of yes at ``level`` when the asks stopped."""
+
+    answers: list[Answer] = Field(description="every ask's answer, the first one first")
+    level: float = Field(description="the confidence level of the interval (--bineval-confidence)")
+    low: float = Field(description="lower end of the Wilson interval of the share of yes")
+    high: float = Field(description="upper end of the Wilson interval of the share of yes")
+    decided: bool = Field(description="the interval lies on one side of 0.5: the answers agree beyond the noise")
+
+    @property
+    def split(self) -> bool:
+        """The asks got both answers."""
+        return "yes" in self.answers and "no" in self.answers
+
+    @property
+    def unstable(self) -> bool:
+        """The asks got both answers and the interval still holds 0.5: the verdict is a coin toss."""
+        return self.split and not self.decided
+
+
 class Verdict(BaseModel):
     """The evaluator's answer to one question about one output."""
 
@@ -210,6 +231,15 @@ class Verdict(BaseModel):
         default=None, description="asked more than once: the share of the repeats that gave the majority answer",
     )
 
+    confirmation: Confirmation | None = Field(
+        default=None, description="re-asked by --bineval-confirm: every ask; `answer` is their majority (no on a "
+                                  "tie) and error when a re-ask got no answer")
+
+    @property
+    def asks(self) -> list[Answer]:
+        """Every answer the judge gave to this question: the confirmation's asks, the repeats, or the answer."""
+        return list(self.confirmation.answers) if self.confirmation is not None else self.samples
+
     @property
     def samples(self) -> list[Answer]:
         """The answers this verdict stands for: one per repeat, or just its answer when asked once."""
@@ -217,7 +247,10 @@ class Verdict(BaseModel):
 
     @property
     def unstable(self) -> bool:
-        """Asked more than once, the judge gave both answers."""
+        """Asked more than once, the judge gave both answers (re-asked by --bineval-confirm: and no answer won
+        beyond the noise)."""
+        if self.confirmation is not None:
+            return self.confirmation.unstable
         return len({a for a in self.samples if a != "error"}) > 1
     explain: ExplainMode | None = Field(
         default=None, description="the explain mode that made this verdict (None: recorded before modes existed)")
@@ -226,7 +259,7 @@ class Verdict(BaseModel):
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_unset(handler(self), {"decided_by": "judge"})
+        return _omit_unset(handler(self), {"decided_by": "judge", "confirmation": None})
 
     def reason(self) -> str:
         """The explanation, or why there is none (an explanation request that failed, explain mode none)."""
@@ -234,6 +267,10 @@ class Verdict(BaseModel):
             return self.explanation
         if self.error and self.answer != "error":
             return f"({self.error})"
+        c = self.confirmation
+        if c is not None and self.answer == "no" and c.answers[:1] == ["yes"]:  # re-asks are not explained
+            return (f"(no by {c.answers.count('no')} of {len(c.answers)} asks; the first said yes, and re-asks are "
+                    "not explained)")
         if self.explain == "none":
             return "(not explained: explain mode none)"
         return "(no explanation)"
@@ -314,6 +351,20 @@ class Usage(BaseModel):
         for u in items:
             out = out + u
         return out
+
+
+class ConfirmCost(BaseModel):
+    """What ``--bineval-confirm`` asked: the questions the judge answered in evaluations that confirm, how many
+    of them were re-asked, the re-asks, and what the re-asks spent (their share of the run's usage)."""
+
+    questions: int = Field(default=0, description="questions the judge answered (first asks; code checks not counted)")
+    reasked: int = Field(default=0, description="of them, questions re-asked (answered no, or P(yes) near 0.5)")
+    reasks: int = Field(default=0, description="re-asks made (cache hits included)")
+    usage: Usage = Field(default_factory=Usage, description="what the re-asks spent")
+
+    def __add__(self, other: ConfirmCost) -> ConfirmCost:
+        return ConfirmCost(questions=self.questions + other.questions, reasked=self.reasked + other.reasked,
+                           reasks=self.reasks + other.reasks, usage=self.usage + other.usage)
 
 
 def cost_text(cost_usd: float | None, unpriced_requests: int) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from .errors import UsageError
 from .kinds import FAIL_ON, GATES, FailOn, Gate, PinUpdate
 from .settings import SETTING_SPECS, OptionSpec, Settings, choice, number_in
 
@@ -191,5 +192,8 @@ def read_options(config: pytest.Config) -> Options:
         if value is not None:
             values[spec.attr] = value
     setting_names = {f.name for f in fields(Settings)}
-    settings = Settings(**{k: v for k, v in values.items() if k in setting_names})
+    try:  # settings that do not combine (confirm and repeats)
+        settings = Settings(**{k: v for k, v in values.items() if k in setting_names})
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
     return Options(settings=settings, **{k: v for k, v in values.items() if k not in setting_names})

@@ -26,6 +26,7 @@ from .kinds import GATES as GATES  # re-exported
 from .kinds import Gate as Gate
 from .models import (
     Answer,
+    ConfirmCost,
     Evaluation,
     Question,
     ScoreKind,
@@ -350,7 +351,8 @@ class RegressionReport(BaseModel):
 
 
 class UnstableQuestion(BaseModel):
-    """A question whose repeats got both answers (``--bineval-repeats``): its verdict is not reproducible."""
+    """A question whose repeats got both answers (``--bineval-repeats``), or whose asks split without deciding
+    (``--bineval-confirm``): its verdict is not reproducible."""
 
     key: str = Field(description="the evaluation's EvaluationRecord.key")
     dimension: str
@@ -362,7 +364,32 @@ class UnstableQuestion(BaseModel):
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord]) -> list[UnstableQuestion]:
         return [cls(key=r.key, dimension=v.dimension, question_id=v.question_id, question=v.question,
-                    answers=v.samples, agreement=v.agreement) for r in records for v in r.unstable()]
+                    answers=v.asks, agreement=v.agreement) for r in records for v in r.unstable()]
+
+
+class ConfirmationSummary(BaseModel):
+    """What ``--bineval-confirm K`` did and cost, next to what ``--bineval-repeats K+1`` would have asked."""
+
+    rounds: int = Field(description="K: re-asks allowed per question (--bineval-confirm)")
+    level: float = Field(description="confidence level of the Wilson interval that stops the re-asks")
+    questions: int = Field(description="questions the judge answered (first asks; code checks not counted)")
+    reasked: int = Field(description="of them, questions re-asked (answered no, or P(yes) near 0.5)")
+    reasks: int = Field(description="re-asks made (cache hits included)")
+    decided: int = Field(default=0, description="re-asked questions whose interval ended on one side of 0.5")
+    unstable: int = Field(default=0, description="re-asked questions whose asks split without deciding")
+    requests: int = Field(description="requests the re-asks sent (cache hits not counted), failed ones included")
+    cache_hits: int = Field(default=0, description="re-asks answered from the reply cache")
+    asks: int = Field(description="asks in all: questions + reasks")
+    repeats_asks: int = Field(description="asks --bineval-repeats K+1 would have made: questions x (K + 1)")
+
+    @classmethod
+    def of(cls, rounds: int, level: float, cost: ConfirmCost,
+           records: Iterable[EvaluationRecord] = ()) -> ConfirmationSummary:
+        confirmed = [v.confirmation for r in records for v in r.verdicts if v.confirmation is not None]
+        return cls(rounds=rounds, level=level, questions=cost.questions, reasked=cost.reasked, reasks=cost.reasks,
+                   decided=sum(c.decided for c in confirmed), unstable=sum(c.unstable for c in confirmed),
+                   requests=cost.usage.llm_calls, cache_hits=cost.usage.cache_hits,
+                   asks=cost.questions + cost.reasks, repeats_asks=cost.questions * (rounds + 1))
 
 
 class UnscoredTest(BaseModel):
@@ -543,6 +570,8 @@ class ReportDocument(BaseModel):
                                             description="checklist generation: its requests are in the totals")
     pins: list[PinAction] = Field(default_factory=list, description="what --bineval-update-checklists did: each "
                                   "pin entry created, rewritten, listed (a test added) or kept because edited by hand")
+    confirmation: ConfirmationSummary | None = Field(
+        default=None, description="--bineval-confirm: what it re-asked and cost (its requests are in the totals)")
 
     @classmethod
     def parse(cls, data: Any) -> ReportDocument:

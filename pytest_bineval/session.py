@@ -18,13 +18,14 @@ from .engine import Engine, run_sync
 from .errors import PinError, UsageError
 from .ledger import RunLedger
 from .markers import MarkerArgs
-from .models import Checklist, Evaluation, ScoreKind, Usage
+from .models import Checklist, ConfirmCost, Evaluation, ScoreKind, Usage
 from .options import Options
 from .pins import PinFile, entry_id, update_pin
 from .qworld import DEFAULT_TASK, qworld_dimensions
 from .record import (
     ChecklistGeneration,
     ChecklistStatus,
+    ConfirmationSummary,
     EvaluationRecord,
     Location,
     OptimizeOutcome,
@@ -332,6 +333,10 @@ class BinevalService:
         """Everything this process's engine and the merged-in ledgers (xdist workers) spent."""
         return self.engine.usage + self.ledger.usage
 
+    def confirm_cost(self) -> ConfirmCost:
+        """What --bineval-confirm asked in this process and the merged-in ledgers."""
+        return self.engine.confirm_cost + self.ledger.confirm_cost
+
     def checklist_usage(self) -> Usage:
         """Of :meth:`usage`, what checklist generation spent."""
         return self.engine.checklist_usage + self.ledger.checklist_usage
@@ -363,12 +368,15 @@ class BinevalService:
                               checklists=ChecklistGeneration(generated=ledger.checklists_generated,
                                                              usage=self.checklist_usage()),
                               pins=sorted(set(ledger.pin_actions), key=lambda a: (a.path, a.dimensions, a.task,
-                                                                                  a.action, a.why)))
+                                                                                  a.action, a.why)),
+                              confirmation=ConfirmationSummary.of(s.confirm, s.confidence, self.confirm_cost(),
+                                                                  ledger.records) if s.confirm else None)
 
     # -- pytest-xdist: a worker's ledger, merged by the controller ------------------------------------------
     def worker_payload(self) -> str:
         """This worker's ledger, its engine's usage included."""
-        return RunLedger(usage=self.usage(), checklist_usage=self.checklist_usage()).merge(self.ledger).dumps()
+        return RunLedger(usage=self.usage(), checklist_usage=self.checklist_usage(),
+                         confirm_cost=self.engine.confirm_cost).merge(self.ledger).dumps()
 
     def merge_worker(self, payload: str) -> None:
         self.ledger.merge(RunLedger.loads(payload))

@@ -51,6 +51,17 @@ positive_float = number_in(float, 0, above=True)
 temperature = number_in(float, 0, 2, range_text="temperature must be within [0, 2]")
 
 
+def confidence_level(text: str) -> float:
+    """A confidence level strictly between 0 and 1 (0.95)."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"a confidence level is strictly between 0 and 1 (e.g. 0.95), not {value}")
+    return value
+
+
 def choice(options: Iterable[str]) -> Callable[[str], str]:
     allowed = tuple(options)
 
@@ -133,6 +144,13 @@ class Settings:
         "ask every question K times (each repeat cached apart) and score the share of yes over all answers; "
         "questions whose answers differ are reported as unstable (a judge that never varies, like the embedded "
         "model, gives K equal answers)", positive_int, "K"))
+    confirm: int = field(default=0, metadata=_opt(
+        "re-ask the questions answered no (and yes with P(yes) within 0.1 of 0.5) up to K more times, stopping "
+        "when the Wilson interval of their yes share at --bineval-confidence lies on one side of 0.5; the verdict "
+        "is the majority, and a split that never decides is reported as unstable (re-asks are cached apart; not "
+        "with --bineval-repeats)", non_negative_int, "K"))
+    confidence: float = field(default=0.95, metadata=_opt(
+        "confidence level of the Wilson interval that stops --bineval-confirm's re-asks", confidence_level, "LEVEL"))
     explain: ExplainMode = field(default="failing", metadata=_opt(
         "which verdicts get an explanation: failing (every no), all, or none; the answer always comes first, "
         "from one token", choice(EXPLAIN_MODES), "MODE"))
@@ -160,6 +178,10 @@ class Settings:
                 parse(str(value))
             except argparse.ArgumentTypeError as exc:
                 raise UsageError(f"{f.name}: {exc}") from None
+        if self.confirm and self.repeats > 1:
+            raise UsageError(f"confirm={self.confirm} (--bineval-confirm) and repeats={self.repeats} "
+                             "(--bineval-repeats) do not combine: repeats asks every question K times, confirm "
+                             "re-asks only the failing ones; choose one")
 
     @property
     def judge_model(self) -> str:

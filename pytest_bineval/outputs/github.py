@@ -202,10 +202,12 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
         out.append("")
     unstable = [(r, v) for r in records for v in r.unstable()]
     if unstable:
-        out.append(f"Unstable questions (the judge's repeats gave both answers): {len(unstable)}")
+        why = ("the judge's asks gave both answers, and none won (--bineval-confirm)"
+               if any(v.confirmation is not None for _, v in unstable) else "the judge's repeats gave both answers")
+        out.append(f"Unstable questions ({why}): {len(unstable)}")
         out.append("")
-        out += [f"- {md(r.key)} \\[{md(v.dimension)}\\] {md(v.question)}: {v.repeats.count('yes')} of "
-                f"{len(v.repeats)} yes" for r, v in unstable]
+        out += [f"- {md(r.key)} \\[{md(v.dimension)}\\] {md(v.question)}: {v.asks.count('yes')} of "
+                f"{len(v.asks)} yes" for r, v in unstable]
         out.append("")
     cost = cost_text(totals.cost_usd, totals.unpriced_requests)
     out += [

@@ -168,12 +168,13 @@ class Cell:
 
     @property
     def repeats(self) -> str:
-        """``yes, no, yes; agreement 0.67`` when the question was asked more than once."""
+        """``yes, no, yes; agreement 0.67`` when the question was asked more than once (repeats, confirmation)."""
         v = self.verdict
-        if len(v.repeats) < 2:
+        asks = v.asks
+        if len(asks) < 2:
             return ""
         agreement = "" if v.agreement is None else f"; agreement {v.agreement:.2f}"
-        return ", ".join(v.repeats) + agreement
+        return ", ".join(asks) + agreement
 
     @property
     def css(self) -> str:

@@ -112,8 +112,11 @@ def render(document: ReportDocument) -> str:
             out += ["", "Other answer changes: " + ", ".join(said) + "."]
     unstable = sorted(document.unstable, key=lambda u: (u.key, u.dimension, u.question_id))
     if unstable:
-        out += ["", "### Unstable questions", "",
-                "Their repeats got both answers: the verdict is not reproducible (`--bineval-repeats`).", ""]
+        why = ("Their asks got both answers and no answer won at "
+               f"{c.level:.0%} confidence (`--bineval-confirm`): the verdict is a coin toss."
+               if (c := document.confirmation) is not None
+               else "Their repeats got both answers: the verdict is not reproducible (`--bineval-repeats`).")
+        out += ["", "### Unstable questions", "", why, ""]
         out += _table(["test", "dimension", "question", "answers", "agreement"], [
             [_code(u.key), md(u.dimension), md(u.question), " ".join(u.answers), _fmt(u.agreement)]
             for u in unstable])
@@ -130,6 +133,11 @@ def render(document: ReportDocument) -> str:
     out.append(f"{_n(t.questions, 'question')} judged; {_n(t.llm_calls, 'request')} sent "
                f"({t.failed_requests} failed), {_n(t.cache_hits, 'cache hit')}; "
                f"tokens: {t.prompt_tokens} prompt + {t.completion_tokens} completion; cost: {cost}.")
+    if (c := document.confirmation) is not None:
+        out.append(f"Of which confirmation (`--bineval-confirm {c.rounds}`): {c.reasked} of "
+                   f"{_n(c.questions, 'question')} re-asked, {_n(c.reasks, 're-ask')} "
+                   f"({_n(c.requests, 'request')} sent); {c.asks} asks in all, where `--bineval-repeats "
+                   f"{c.rounds + 1}` would make {c.repeats_asks}.")
     return "\n".join(out) + "\n"
 
 

@@ -13,6 +13,7 @@ from ..models import Verdict, cost_text
 from ..record import (
     CHANGE_KINDS,
     ChecklistGeneration,
+    ConfirmationSummary,
     DimensionResult,
     EvaluationRecord,
     OptimizeOutcome,
@@ -65,10 +66,11 @@ def score_line(rec: EvaluationRecord) -> str:
 
 
 def answer_text(v: Verdict) -> str:
-    """``no``, or with repeats ``no (1 of 3 yes)``."""
-    if not v.repeats:
+    """``no``, or asked more than once (repeats, confirmation) ``no (1 of 3 yes)``."""
+    asks = v.asks
+    if len(asks) < 2:
         return v.answer
-    return f"{v.answer} ({v.repeats.count('yes')} of {len(v.repeats)} yes)"
+    return f"{v.answer} ({asks.count('yes')} of {len(asks)} yes)"
 
 
 def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, width: int = 100) -> str:
@@ -107,9 +109,10 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
 
 def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                   regressions: RegressionReport | None = None, unscored: Sequence[UnscoredTest] = (), *,
-                  checklists: ChecklistGeneration | None = None) -> list[Line]:
+                  checklists: ChecklistGeneration | None = None,
+                  confirmation: ConfirmationSummary | None = None) -> list[Line]:
     """(text, markup) lines of the end-of-run summary; ``checklists``: what checklist generation spent (part of
-    the totals, carried by no record)."""
+    the totals, carried by no record); ``confirmation``: what --bineval-confirm did and cost."""
     lines: list[Line] = []
     for u in unscored:  # errored before any evaluation: no score, and no pass either
         lines.append((f"NOT SCORED {u.test}: {u.error}: {one_line(u.message)}", {"red": True, "bold": True}))
@@ -130,8 +133,10 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                     lines.append((f"        -> judge error: {one_line(v.error)}", {"red": True}))
     unstable = [(rec, v) for rec in records for v in rec.unstable()]
     if unstable:
-        lines.append((f"unstable questions ({len(unstable)}): the repeats of the judge gave both answers",
-                      {"yellow": True}))
+        confirmed = [v.confirmation for _, v in unstable if v.confirmation is not None]
+        why = (f"the judge's asks gave both answers, and none won at {confirmed[0].level:.0%} confidence"
+               if confirmed else "the repeats of the judge gave both answers")
+        lines.append((f"unstable questions ({len(unstable)}): {why}", {"yellow": True}))
         for rec, v in unstable:
             lines.append((f"    {rec.key} [{v.dimension}] {one_line(v.question)}: {answer_text(v)}", {}))
     cost = cost_text(tot.cost_usd, tot.unpriced_requests)
@@ -143,6 +148,8 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         f"tokens: {tot.prompt_tokens} prompt + {tot.completion_tokens} completion, cost: {cost}",
         {"bold": True},
     ))
+    if confirmation is not None:
+        lines.append((confirmation_line(confirmation), {}))
     if checklists is not None and (checklists.usage.llm_calls or checklists.usage.cache_hits):
         spent = checklists.usage
         failed = f" ({spent.failed_requests} failed)" if spent.failed_requests else ""
@@ -197,6 +204,15 @@ def pin_lines(actions: Sequence[PinAction]) -> list[Line]:
         lines.append((f"pins: {counts['created']} created, {counts['rewritten']} rewritten, {counts['kept']} kept "
                       f"because edited by hand, {counts['listed']} with tests added", {"bold": True}))
     return _shown(lines)
+
+
+def confirmation_line(c: ConfirmationSummary) -> str:
+    """``of which confirmation (--bineval-confirm 2, 95% Wilson interval): 3 of 12 questions re-asked, 5 re-asks
+    (5 requests, 0 cache hits), 1 decided, 1 unstable; 17 asks in all, where --bineval-repeats 3 would make 36``"""
+    return (f"of which confirmation (--bineval-confirm {c.rounds}, {c.level:.0%} Wilson interval): {c.reasked} of "
+            f"{_n(c.questions, 'question')} re-asked, {_n(c.reasks, 're-ask')} ({_n(c.requests, 'request')}, "
+            f"{_n(c.cache_hits, 'cache hit')}), {c.decided} decided, {c.unstable} unstable; {c.asks} asks in all, "
+            f"where --bineval-repeats {c.rounds + 1} would make {c.repeats_asks}")
 
 
 def _n(count: int, word: str, plural: str | None = None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from pytest_bineval.ledger import RunLedger
-from pytest_bineval.models import Evaluation, Question, Usage, Verdict
+from pytest_bineval.models import ConfirmCost, Evaluation, Question, Usage, Verdict
 from pytest_bineval.record import EvaluationRecord, PinAction, UnscoredTest
 
 
@@ -25,7 +25,9 @@ def _ledger(name: str, calls: int) -> RunLedger:
                      unscored=[UnscoredTest.build(f"t.py::{name}-x", "NoTaskError", "no task")],
                      failed_tests={f"t.py::{name}"}, ran_tests={f"t.py::{name}"},
                      collected_tests={f"t.py::{name}", "t.py::deselected"}, rerun_evaluations=calls,
-                     dimensions_checked={name}, marker_threshold_keys={f"k-{name}"}, notes=[f"note {name}"])
+                     dimensions_checked={name}, marker_threshold_keys={f"k-{name}"}, notes=[f"note {name}"],
+                     confirm_cost=ConfirmCost(questions=2 * calls, reasked=calls, reasks=calls,
+                                              usage=Usage(llm_calls=calls)))
 
 
 def test_merge_adds_every_field_of_the_other_ledger() -> None:
@@ -43,6 +45,7 @@ def test_merge_adds_every_field_of_the_other_ledger() -> None:
     assert merged.dimensions_checked == {"a", "b"}
     assert merged.marker_threshold_keys == {"k-a", "k-b"}
     assert merged.notes == ["note a", "note b"]
+    assert (merged.confirm_cost.questions, merged.confirm_cost.reasks, merged.confirm_cost.usage.llm_calls) == (6, 3, 3)
     for f in fields(RunLedger):  # a field added later is merged too, or this test names it
         assert getattr(merged, f.name) != getattr(RunLedger(), f.name), f.name
 
