@@ -10,6 +10,10 @@ a regression or a fix. What is left over was asked in one run only and is listed
 
 A dimension's score change is tested for significance (:mod:`pytest_bineval.gate_stats`) on the pairs matched
 by text (the slightly edited ones are left out).
+
+What judged each run (:class:`~pytest_bineval.record.JudgedBy`: judge model, judge prompt, prompts version,
+checklists) is compared too: :func:`judge_differences` says how they differ, and every output says it first, as
+an answer that changed with the judge is no news about the output.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from .record import (
     EvaluationDiff,
     EvaluationRecord,
     EvaluationRef,
+    JudgedBy,
     QuestionChange,
     QuestionRef,
     RegressionReport,
@@ -143,6 +148,36 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolera
     )
 
 
+def _digest(digest: str) -> str:
+    return digest.removeprefix("sha256:")[:12]
+
+
+def judge_differences(before: JudgedBy, after: JudgedBy, compared: Collection[str] = ()) -> list[str]:
+    """How what judged the baseline (``before``) differs from what judged this run, one sentence each (none: the
+    same, as far as both record it); ``compared``: the keys of the evaluations both runs made, whose checklists
+    are compared. What a report does not record (an older one) is not compared."""
+    lines: list[str] = []
+    was = ", ".join(before.models) or before.model
+    now = ", ".join(after.models) or after.model
+    if was and now and set(before.models or [before.model]) != set(after.models or [after.model]):
+        lines.append(f"the baseline was judged by {was}, this run by {now}")
+    digests = (before.judge_prompt_digest, after.judge_prompt_digest)
+    if all(digests) and digests[0] != digests[1]:
+        lines.append(f"the baseline was judged with the judge prompt {before.judge_prompt} (sha256 "
+                     f"{_digest(before.judge_prompt_digest)}), this run with {after.judge_prompt} (sha256 "
+                     f"{_digest(after.judge_prompt_digest)})")
+    if before.prompt_version and after.prompt_version and before.prompt_version != after.prompt_version:
+        lines.append(f"the baseline was judged with version {before.prompt_version} of pytest-bineval's prompts, "
+                     f"this run with version {after.prompt_version}")
+    keys = [k for k in compared if k in before.checklists and k in after.checklists]
+    other = sum(before.checklists[k] != after.checklists[k] for k in keys)
+    if other:
+        lines.append(f"{other} of {len(keys)} compared evaluation{'s' if len(keys) != 1 else ''} "
+                     f"{'were' if other != 1 else 'was'} judged with another checklist than in the baseline "
+                     "(re-pinned or edited): their questions are matched by meaning")
+    return lines
+
+
 def _eref(r: EvaluationRecord) -> EvaluationRef:
     return EvaluationRef(key=r.key, test=r.test, index=r.index, outcome=r.outcome, location=r.location)
 
@@ -150,13 +185,14 @@ def _eref(r: EvaluationRecord) -> EvaluationRef:
 def diff_runs(before: Sequence[EvaluationRecord], after: Sequence[EvaluationRecord], *, baseline: str = "",
               tolerance: float = 0.0, created: str = "", generator: str = "", alpha: float = DEFAULT_ALPHA,
               fail_on: str = "significant", ran: Collection[str] | None = None,
-              collected: Collection[str] | None = None) -> RegressionReport:
+              collected: Collection[str] | None = None,
+              judged: tuple[JudgedBy, JudgedBy] | None = None) -> RegressionReport:
     """This run's records (``after``) compared with a baseline's (``before``), sorted by evaluation key.
 
     ``ran``: the ids of the tests this run ran (None: every test); ``collected``: the ids it collected, deselected
     ones included (None: unknown). A baseline evaluation of a test that did not run is *not run* (a ``-k`` subset,
     another set of files, a skip), not *removed* -- unless its file was collected and the test was not: then the
-    test is gone, and removed."""
+    test is gone, and removed. ``judged``: what judged the baseline and this run (:func:`judge_differences`)."""
     old = {r.key: r for r in before}
     new = {r.key: r for r in after}
     missing = sorted(old.keys() - new.keys())
@@ -168,11 +204,12 @@ def diff_runs(before: Sequence[EvaluationRecord], after: Sequence[EvaluationReco
 
     not_run = [k for k in missing if ran is not None and old[k].test not in ran
                and old[k].test not in tests_with_records and not gone(old[k].test)]
+    both = sorted(new.keys() & old.keys())
     return RegressionReport(
         baseline=baseline, baseline_created=created, baseline_generator=generator, tolerance=tolerance,
         alpha=alpha, fail_on=fail_on,
-        compared=[diff_evaluation(old[k], new[k], tolerance=tolerance, alpha=alpha)
-                  for k in sorted(new.keys() & old.keys())],
+        judged_differently=judge_differences(*judged, both) if judged is not None else [],
+        compared=[diff_evaluation(old[k], new[k], tolerance=tolerance, alpha=alpha) for k in both],
         added=[_eref(new[k]) for k in sorted(new.keys() - old.keys())],
         removed=[_eref(old[k]) for k in missing if k not in not_run],
         not_run=[_eref(old[k]) for k in not_run],

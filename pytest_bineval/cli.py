@@ -166,6 +166,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                                                  tolerance=args.tolerance or 0.0)
     else:  # the run's own comparison, when it was made with --bineval-baseline
         diff = BaselineDiff.of(document.regressions) if document.regressions is not None else None
+    if diff is not None:  # before anything else: answers that changed with the judge are no news about outputs
+        for line in diff.report.judged_differently:
+            print(f"bineval report: judged differently: {line}")
     write_html(args.html, document, diff)
     t = document.totals
     print(f"wrote {Path(args.html).resolve()}: {t.evaluations} evaluations ({t.passed} passed, {t.failed} below "

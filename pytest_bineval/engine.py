@@ -65,6 +65,13 @@ class Engine:
         if self.settings.judge_prompt is not None:
             self._judge_prompt = load_judge_prompt(os.path.expanduser(self.settings.judge_prompt))
 
+    def judge_prompt_digest(self) -> str:
+        """The :func:`~pytest_bineval.prompting.prompt_digest` of the judge prompt in use: the packaged ``judge.md``
+        or the file of ``--bineval-judge-prompt``."""
+        from .prompting import load_prompt, prompt_digest
+
+        return prompt_digest(self._judge_prompt if self._judge_prompt is not None else load_prompt("judge"))
+
     def add_usage(self, usage: Usage, *, checklist: bool = False, confirm: ConfirmCost | None = None) -> None:
         """Add ``usage`` to the running total, atomically (evaluations may run in several threads at once);
         ``checklist``: spent generating a checklist (kept apart too: :attr:`checklist_usage`); ``confirm``: what

@@ -44,6 +44,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from . import record
 from .errors import PinError
 from .files import write_text_atomic
 from .kinds import PinUpdate
@@ -72,8 +73,7 @@ def pin_path(module_path: Path, test_name: str) -> Path:
 
 def questions_digest(checklist: Checklist) -> str:
     """What a pin entry records of its generated questions: an edit to any question changes it."""
-    body = json.dumps([q.model_dump(mode="json") for q in checklist.questions], sort_keys=True, ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+    return record.questions_digest(checklist.questions)
 
 
 def _dims_key(dimensions: dict[str, str]) -> list[list[str]]:

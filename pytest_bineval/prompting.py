@@ -53,6 +53,16 @@ def prompt_version() -> str:
     return resources.files(__package__).joinpath("prompts/VERSION").read_text("utf-8").strip()
 
 
+def prompt_digest(prompt: Prompt) -> str:
+    """``sha256:<hex>`` of a prompt's turns as they are sent (comments stripped, delimiters added): what a report
+    records of the judge prompt, so that a run judged with another prompt is told apart."""
+    import hashlib
+    import json
+
+    body = json.dumps(prompt.turns, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def strip_comments(text: str) -> str:
     """A prompt file's text without its ``<!-- -->`` comments (what the model sees)."""
     return re.sub(r"<!--.*?-->\n?", "", text, flags=re.DOTALL)

@@ -58,6 +58,13 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def questions_digest(questions: Sequence[Question]) -> str:
+    """``sha256:<hex>`` of a checklist's questions (ids, dimensions, texts and the rest): an edit to any question
+    changes it. A pin entry records it of its generated questions; a report, of each evaluation's checklist."""
+    body = json.dumps([q.model_dump(mode="json") for q in questions], sort_keys=True, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def clean(text: str, secrets: list[str] | None = None) -> str:
     """A string fit to leave the process: secrets redacted, lone surrogates (not valid UTF-8) replaced."""
     return redact(replace_surrogates(text)[0], secrets or ())
@@ -308,6 +315,9 @@ class RegressionReport(BaseModel):
                                          "this run without making them")
     not_run: list[EvaluationRef] = Field(default_factory=list, description="baseline evaluations of tests this run did "
                                          "not run (deselected, another subset, skipped or deleted)")
+    judged_differently: list[str] = Field(default_factory=list, description="how what judged the baseline differs "
+                                          "from what judged this run (judge model, judge prompt, prompts version, "
+                                          "checklists): said before anything else")
     failed: bool = Field(default=False, description="--bineval-fail-on-regression failed the session")
 
     def changes(self, kind: ChangeKind) -> list[tuple[EvaluationDiff, QuestionChange]]:
@@ -526,6 +536,30 @@ class ChecklistGeneration(BaseModel):
     usage: Usage = Field(default_factory=Usage)
 
 
+class JudgedBy(BaseModel):
+    """What judged a run: the judge model(s), the judge prompt and the prompts' version, and the checklist of each
+    evaluation. A baseline judged otherwise is compared all the same, but its answers may differ because the judge
+    did: every output says so first (:func:`pytest_bineval.baseline.judge_differences`)."""
+
+    model: str = Field(default="", description="the run's judge model (--bineval-model)")
+    models: list[str] = Field(default_factory=list, description="every judge model the run's evaluations used (an "
+                              "assertion may name its own), sorted")
+    prompt_version: str = Field(default="", description="version of the packaged prompts (prompts/VERSION)")
+    judge_prompt: str = Field(default="", description="the judge prompt: 'judge.md (packaged)' or the file of "
+                              "--bineval-judge-prompt")
+    judge_prompt_digest: str = Field(default="", description="sha256 of the judge prompt's turns, as sent")
+    checklists: dict[str, str] = Field(default_factory=dict, description="evaluation key -> digest of the questions "
+                                       "it was judged with (questions_digest; none for a record without them)")
+
+    @classmethod
+    def of_records(cls, records: Iterable[EvaluationRecord], *, model: str = "", prompt_version: str = "",
+                   judge_prompt: str = "", judge_prompt_digest: str = "") -> JudgedBy:
+        recs = list(records)
+        return cls(model=model, models=sorted({r.model for r in recs if r.model}), prompt_version=prompt_version,
+                   judge_prompt=judge_prompt, judge_prompt_digest=judge_prompt_digest,
+                   checklists={r.key: questions_digest(r.questions) for r in recs if r.questions})
+
+
 PinActionKind = Literal["created", "rewritten", "listed", "kept"]
 
 
@@ -568,6 +602,8 @@ class ReportDocument(BaseModel):
     partial_reason: str | None = Field(default=None, description="why the run is partial")
     checklists: ChecklistGeneration = Field(default_factory=lambda: ChecklistGeneration(),
                                             description="checklist generation: its requests are in the totals")
+    judged_by: JudgedBy | None = Field(default=None, description="what judged the run (None: a report written "
+                                       "before reports recorded it)")
     pins: list[PinAction] = Field(default_factory=list, description="what --bineval-update-checklists did: each "
                                   "pin entry created, rewritten, listed (a test added) or kept because edited by hand")
     confirmation: ConfirmationSummary | None = Field(
@@ -618,6 +654,13 @@ class ReportDocument(BaseModel):
             return cls.parse(data)
         except UsageError as exc:
             raise UsageError(f"{os.fspath(path)}: {exc}") from None
+
+    def judge(self) -> JudgedBy:
+        """What judged the run: as recorded, or for an older report what its settings and records tell (the judge
+        prompt and the prompts' version unknown)."""
+        if self.judged_by is not None:
+            return self.judged_by
+        return JudgedBy.of_records(self.evaluations, model=self.settings.model)
 
     def to_json(self) -> str:
         """The document as JSON, every string through the redaction step (records are redacted when built; this

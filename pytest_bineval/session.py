@@ -27,6 +27,7 @@ from .record import (
     ChecklistStatus,
     ConfirmationSummary,
     EvaluationRecord,
+    JudgedBy,
     Location,
     OptimizeOutcome,
     RegressionReport,
@@ -187,7 +188,7 @@ class BinevalService:
                            tolerance=self.options.regression_tolerance, created=self.baseline.created,
                            generator=self.baseline.generator, alpha=self.options.alpha,
                            fail_on=self.options.fail_on_regression or "significant", ran=self.ledger.ran_tests,
-                           collected=self.ledger.collected_tests)
+                           collected=self.ledger.collected_tests, judged=(self.baseline.judge(), self.judged_by()))
         report.failed = bool(self.options.fail_on_regression) and report.fail_reason() is not None
         self.regressions = report
         return report
@@ -347,6 +348,16 @@ class BinevalService:
                          regressions=self.regressions, unscored=len(ledger.unscored),
                          reruns=ledger.rerun_evaluations, unpinned=len(ledger.unpinned))
 
+    def judged_by(self) -> JudgedBy:
+        """What judged this run: the judge model(s), the judge prompt (its digest), the prompts' version, and the
+        checklist of each evaluation."""
+        from .prompting import prompt_version
+
+        return JudgedBy.of_records(self.ledger.records, model=self.engine.settings.judge_model,
+                                   prompt_version=prompt_version(),
+                                   judge_prompt=self.options.settings.judge_prompt or "judge.md (packaged)",
+                                   judge_prompt_digest=self.engine.judge_prompt_digest())
+
     def report_document(self, optimized: list[OptimizeOutcome] | None = None, *,
                         partial: str | None = None) -> ReportDocument:
         """The run's finished document: what every output reads (built once, at the end of the run);
@@ -367,6 +378,7 @@ class BinevalService:
                               partial=partial is not None, partial_reason=partial,
                               checklists=ChecklistGeneration(generated=ledger.checklists_generated,
                                                              usage=self.checklist_usage()),
+                              judged_by=self.judged_by(),
                               pins=sorted(set(ledger.pin_actions), key=lambda a: (a.path, a.dimensions, a.task,
                                                                                   a.action, a.why)),
                               confirmation=ConfirmationSummary.of(s.confirm, s.confidence, self.confirm_cost(),

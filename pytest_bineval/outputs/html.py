@@ -91,7 +91,8 @@ def diff_reports(current: ReportDocument, baseline: ReportDocument, label: str =
     from ..baseline import diff_runs
 
     return BaselineDiff.of(diff_runs(baseline.evaluations, current.evaluations, baseline=label,
-                                     tolerance=tolerance, created=baseline.created, generator=baseline.generator))
+                                     tolerance=tolerance, created=baseline.created, generator=baseline.generator,
+                                     judged=(baseline.judge(), current.judge())))
 
 
 # -- the view the template lays out -------------------------------------------------------------------------

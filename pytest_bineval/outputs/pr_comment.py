@@ -1,8 +1,10 @@
 """``--bineval-pr-comment PATH``: the run as the markdown body of one pull-request comment.
 
-Most important first: the regressions that fail ``--bineval-fail-on-regression`` (questions answered yes in the
-baseline and no now, dimension scores down beyond the tolerance), then the other score changes, the unstable
-questions, the judge errors, and what the run cost. The body is a pure function of the finished
+Most important first: how what judged the run differs from what judged the baseline (judge model, judge prompt,
+prompts version, checklists), if it does; then the significant regressions (dimensions whose drop is beyond the
+tolerance and significant at ``--bineval-alpha``, with their questions answered yes in the baseline and no now),
+every other score change with its p-value, the unstable questions, the judge errors, and what the run cost.
+The body is a pure function of the finished
 :class:`~pytest_bineval.record.ReportDocument` and holds no timestamp or duration, so a sticky-comment action
 (``marocchino/sticky-pull-request-comment``) updates one comment in place and a run that changes nothing leaves
 it as it is. Model text is escaped (:func:`~pytest_bineval.outputs.github.md`): an explanation cannot add markdown,
@@ -19,7 +21,9 @@ import pytest
 from ..files import write_text_atomic
 
 if TYPE_CHECKING:
-    from ..record import ReportDocument
+    from collections.abc import Callable
+
+    from ..record import EvaluationDiff, QuestionChange, RegressionReport, ReportDocument, ScoreChange
 
 ROWS = 30  # rows per table; a GitHub comment holds at most 65,536 characters
 
@@ -57,8 +61,86 @@ def _code(text: str) -> str:
     return "`" + " ".join(text.replace("`", "'").split()) + "`"
 
 
+def _p(p_value: float | None) -> str:
+    if p_value is None:
+        return "n/a"
+    return f"{p_value:.3g}" if p_value >= 0.001 else "< 0.001"
+
+
+_TEST_NAMES = {"mcnemar": "McNemar", "fisher": "Fisher", "none": "-", "": "-"}
+
+
+def _score_rows(pairs: list[tuple[EvaluationDiff, ScoreChange]], verdict: Callable[[ScoreChange], str]
+                ) -> list[list[str]]:
+    return [[_code(d.key), md(s.name), _fmt(s.before), _fmt(s.after), _delta(s.delta), _p(s.p_value),
+             _TEST_NAMES.get(s.stat_test, md(s.stat_test)), verdict(s)] for d, s in pairs]
+
+
+_SCORE_HEADER = ["test", "dimension", "baseline", "now", "change", "p-value", "exact test", "verdict"]
+
+
+def _flip_rows(flips: list[tuple[EvaluationDiff, QuestionChange]]) -> list[list[str]]:
+    return [[_code(d.key), md(c.dimension), md(c.question), f"{c.before} → {c.after}",
+             "changed" if d.output_changed else "same", md(c.explanation) or "-"] for d, c in flips]
+
+
+_FLIP_HEADER = ["test", "dimension", "question", "answer", "output", "explanation now"]
+
+
+def _comparison(diff: RegressionReport) -> list[str]:
+    """The sections of the comparison with the baseline: significant regressions, then every other score change
+    with its p-value, then the other answer changes."""
+    out: list[str] = []
+
+    def by_key(ds: tuple[EvaluationDiff, ScoreChange]) -> tuple[str, str]:
+        return ds[0].key, ds[1].name
+
+    regressed = sorted(diff.regressed(), key=by_key)
+    regressed_keys = {(d.key, s.name) for d, s in regressed}
+    flips = sorted(diff.changes("regression"), key=lambda dc: (dc[0].key, dc[1].dimension, dc[1].question_id))
+    out += ["", "### Significant regressions", ""]
+    if regressed:
+        out.append(f"Dimensions whose score fell beyond the tolerance ({diff.tolerance:.2f}) with p < "
+                   f"{diff.alpha:g} (an exact test on the paired answers):")
+        out.append("")
+        out += _table(_SCORE_HEADER, _score_rows(regressed, lambda s: "**regressed**"))
+        in_regressed = [(d, c) for d, c in flips if (d.key, c.dimension) in regressed_keys]
+        if in_regressed:
+            out += ["", "Their questions answered yes in the baseline and no now:", ""]
+            out += _table(_FLIP_HEADER, _flip_rows(in_regressed))
+    else:
+        out.append(f"None: no dimension's drop is beyond the tolerance ({diff.tolerance:.2f}) and significant at "
+                   f"{diff.alpha:g}.")
+    changes = sorted(((d, s) for d in diff.compared for s in d.scores
+                      if s.delta is not None and abs(s.delta) > 1e-9 and (d.key, s.name) not in regressed_keys),
+                     key=lambda ds: (ds[1].delta or 0.0, *by_key(ds)))
+
+    def verdict(s: ScoreChange) -> str:
+        if (s.delta or 0.0) > 0:
+            return "up"
+        return "within tolerance" if (s.delta or 0.0) >= -diff.tolerance - 1e-9 else "within noise"
+
+    if changes:
+        out += ["", "### Score changes", "",
+                f"Not significant at {diff.alpha:g}, or up (McNemar's exact test on the paired answers; Fisher's on "
+                "the answer counts with repeats):", ""]
+        out += _table(_SCORE_HEADER, _score_rows(changes, verdict))
+    others = [(d, c) for d, c in flips if (d.key, c.dimension) not in regressed_keys]
+    if others:
+        out += ["", "Questions answered yes in the baseline and no now, in dimensions within noise:", ""]
+        out += _table(_FLIP_HEADER, _flip_rows(others))
+    counts = [(kind, len(diff.changes(kind))) for kind in ("unstable flip", "fix", "judge error", "recovered")]
+    counts.append(("edited question", len(diff.edited_changes())))
+    said = [f"{n} {kind}{'es' if kind == 'fix' and n != 1 else 's' if n != 1 else ''}" for kind, n in counts if n]
+    if said:
+        out += ["", "Other answer changes: " + ", ".join(said) + "."]
+    return out
+
+
 def render(document: ReportDocument) -> str:
-    """The comment body for ``document`` (deterministic: the same document gives the same text)."""
+    """The comment body for ``document`` (deterministic: the same document gives the same text): what judged the
+    run if it differs from the baseline's, then significant regressions, score changes with their p-values,
+    unstable questions, judge errors and what the run cost."""
     t = document.totals
     diff = document.regressions
     out: list[str] = []
@@ -67,8 +149,12 @@ def render(document: ReportDocument) -> str:
     else:
         gate = diff.fail_reason()
         headline = (f"**{gate.split(' (--bineval-fail-on-regression')[0]}**" if gate
-                    else f"no regression vs baseline `{md(diff.baseline)}`")
+                    else f"no significant regression vs baseline `{md(diff.baseline)}`")
     out.append(f"## bineval: {headline}")
+    if diff is not None and diff.judged_differently:
+        out.append("")
+        out += [f"> **Judged differently:** {md(line)}; an answer that changed may have changed with the judge."
+                for line in diff.judged_differently]
     out.append("")
     out.append(f"{_n(t.evaluations, 'evaluation')}: {t.passed} passed, {t.failed} below threshold, "
                f"{_n(t.errors, 'judge error')}" + (f"; {_n(t.unscored_tests, 'test')} not scored"
@@ -77,39 +163,8 @@ def render(document: ReportDocument) -> str:
         out.append("")
         out.append(f"Compared with `{md(diff.baseline)}` ({md(diff.baseline_generator) or 'unknown version'}): "
                    f"{_n(len(diff.compared), 'evaluation')} compared, {len(diff.added)} added, "
-                   f"{len(diff.removed)} removed.")
-        regressions = sorted(diff.changes("regression"), key=lambda dc: (dc[0].key, dc[1].dimension,
-                                                                           dc[1].question_id))
-        drops = sorted(diff.score_drops(), key=lambda ds: (ds[0].key, ds[1].name))
-        if regressions or drops:
-            out += ["", "### Regressions", ""]
-        if regressions:
-            out += _table(["test", "dimension", "question", "answer", "output", "explanation now"], [
-                [_code(d.key), md(c.dimension), md(c.question), f"{c.before} → {c.after}",
-                 "changed" if d.output_changed else "same", md(c.explanation) or "-"]
-                for d, c in regressions])
-        if drops:
-            if regressions:
-                out.append("")
-            out.append(f"Score drops beyond the tolerance ({diff.tolerance:.2f}):")
-            out.append("")
-            out += _table(["test", "dimension", "baseline", "now", "change", "threshold"], [
-                [_code(d.key), md(s.name), _fmt(s.before), _fmt(s.after), _delta(s.delta), _fmt(s.threshold)]
-                for d, s in drops])
-        dropped = {(d.key, s.name) for d, s in drops}
-        changes = sorted(((d, s) for d in diff.compared for s in d.scores
-                          if s.delta is not None and abs(s.delta) > 1e-9 and (d.key, s.name) not in dropped),
-                         key=lambda ds: (ds[1].delta or 0.0, ds[0].key, ds[1].name))
-        if changes:
-            out += ["", "### Score changes", ""]
-            out += _table(["test", "dimension", "baseline", "now", "change", "threshold"], [
-                [_code(d.key), md(s.name), _fmt(s.before), _fmt(s.after), _delta(s.delta), _fmt(s.threshold)]
-                for d, s in changes])
-        others = [(kind, len(diff.changes(kind))) for kind in ("unstable flip", "fix", "judge error", "recovered")]
-        said = [f"{n} {kind}{'es' if kind == 'fix' and n != 1 else 's' if n != 1 else ''}"
-                for kind, n in others if n]
-        if said:
-            out += ["", "Other answer changes: " + ", ".join(said) + "."]
+                   f"{len(diff.removed)} removed, {len(diff.not_run)} not run.")
+        out += _comparison(diff)
     unstable = sorted(document.unstable, key=lambda u: (u.key, u.dimension, u.question_id))
     if unstable:
         why = ("Their asks got both answers and no answer won at "

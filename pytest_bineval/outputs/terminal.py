@@ -270,10 +270,13 @@ def _change_lines(r: RegressionReport) -> list[Line]:
 
 
 def regression_lines(r: RegressionReport) -> list[Line]:
-    """(text, markup) lines of the ``bineval regressions`` section: regressions first, each with this run's
-    explanation and the baseline's when it has one; then fixes, score changes, checklist and test changes."""
+    """(text, markup) lines of the ``bineval regressions`` section: first how the judge differs from the
+    baseline's, if it does; regressions next, each with this run's explanation and the baseline's when it has
+    one; then fixes, score changes, checklist and test changes."""
     origin = ", ".join(x for x in (r.baseline_created, r.baseline_generator) if x)
-    lines: list[Line] = [(f"baseline: {r.baseline}" + (f" ({origin})" if origin else ""), {})]
+    lines: list[Line] = [(f"JUDGED DIFFERENTLY: {line}; an answer that changed may have changed with the judge",
+                          {"yellow": True, "bold": True}) for line in r.judged_differently]
+    lines.append((f"baseline: {r.baseline}" + (f" ({origin})" if origin else ""), {}))
     lines += _change_lines(r)
     drops = {(d.key, s.name) for d, s in r.score_drops()}
     for d in r.compared:
