@@ -78,8 +78,8 @@ def _service(config: pytest.Config) -> BinevalService:
         except BinevalError as exc:  # e.g. an unreadable --bineval-judge-prompt or --bineval-baseline
             raise pytest.UsageError(str(exc)) from None
         service.on_record = lambda record: config.hook.pytest_bineval_evaluated(config=config, record=record)
-        if DEFINED in config.stash:
-            service.ledger.dimensions_defined.update(config.stash[DEFINED])
+        defined: set[str] = config.stash.get(DEFINED, set())
+        service.ledger.dimensions_defined.update(defined)
         config.stash[SERVICE] = service
     return service
 
