@@ -301,6 +301,23 @@ class BinevalService:
                                  f"checks{hint}")
         return notes
 
+    def cache_notes(self) -> list[str]:
+        """A read-only (or replay) cache directory that holds no cache: said plainly, since nothing else fails (in
+        CI it means the step that restores the cache found none, or put it elsewhere)."""
+        s = self.engine.settings
+        if s.cache not in ("read-only", "replay") or s.cache_url:
+            return []
+        directory = Path(s.cache_dir)
+        if (directory / "cache.db").is_file():
+            return []
+        what = "it holds no cache.db" if directory.is_dir() else "no such directory"
+        then = ("every question was sent to the judge" if s.cache == "read-only"
+                else "every reply was missing (replay sends no request)")
+        return [f"bineval: --bineval-cache {s.cache} (or the bineval_cache ini key), but there is no cache at "
+                f"{directory} ({what}): {then} and nothing was written. In CI this means the cache was not restored: "
+                f"the restore step found no cache for its key, or restored it to another path than the cache "
+                f"directory (--bineval-cache-dir / bineval_cache_dir); check that step's log."]
+
     def unscored_error(self, ctx: TestContext, error: str, message: str) -> None:
         """The test errored (a bineval error) and no record of it says why: keep it for the totals and reports."""
         if any(r.outcome == "error" for r in ctx.records):
@@ -352,7 +369,7 @@ class BinevalService:
                                   retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
                                   repeats=s.repeats, gate=self.options.gate)
         ledger = self.ledger
-        notes = [*ledger.notes, *self.threshold_notes()]
+        notes = [*ledger.notes, *self.cache_notes(), *self.threshold_notes()]
         if self.options.fail_on_regression and not self.options.baseline:
             notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")
         return ReportDocument(settings=settings, totals=self.totals(), evaluations=list(ledger.records),

@@ -116,3 +116,77 @@ def test_a_threshold_for_a_dimension_this_run_does_not_reach_needs_no_note(pytes
         "bineval: --bineval-threshold (or the bineval_threshold ini key) sets a threshold for 'fluncy', which no "
         "assertion of this run checks; did you mean 'fluency'?",
     ])
+
+
+def test_a_test_id_in_a_not_scored_message_can_be_copied_and_run(pytester: pytest.Pytester) -> None:
+    """Bug: a NOT SCORED message carried the test id with an invisible U+2060 inside its '::' (the CI command
+    guard), so a node id copied from it did not run. Only a '::' at the start of a line is a command."""
+    make_project(pytester)
+    pytester.makepyfile(test_ids='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        def test_unpinned():
+            assert_passes("s", dimension="fluency", source="An article.")
+    ''')
+    result = pytester.runpytest("--bineval-strict")
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    assert "\u2060" not in out
+    line = next(x for x in out.splitlines() if x.startswith("NOT SCORED"))
+    assert "the checklist of test_ids.py::test_unpinned is not pinned" in line
+    copied = line.split("the checklist of ", 1)[1].split(" ", 1)[0]
+    pytester.runpytest(copied, "--bineval-cache=off").assert_outcomes(passed=1)  # the copied id runs
+
+
+def test_a_misspelt_dimension_gets_a_did_you_mean(pytester: pytest.Pytester) -> None:
+    """Bug: assert_passes(..., dimension="coherance") said "unknown dimension" with no hint (threshold keys get
+    one); also for a dimension the test's checklist lacks."""
+    make_project(pytester)
+    pytester.makepyfile(test_typo='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        def test_builtin_typo():
+            assert_passes("s", dimension="coherance", source="An article.")
+
+        @pytest.mark.bineval(task="Summarize the article.", dimensions=["fluency", {"brevity": "Short."}])
+        def test_not_in_checklist():
+            assert_passes("s", dimension="brevty", source="An article.")
+    ''')
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines([
+        "*UsageError: unknown dimension 'coherance'; did you mean 'coherence'?: built-in ones are*",
+        "*UsageError: dimension(s) 'brevty' requested but not in the checklist of task*or ask for one it has; "
+        "did you mean 'brevity'?",
+    ])
+
+
+@pytest.mark.parametrize("mode", ["read-only", "replay"])
+def test_a_read_only_cache_that_is_not_there_is_said_plainly(pytester: pytest.Pytester, mode: str) -> None:
+    """Bug: --bineval-cache read-only with no cache directory said nothing: every question went to the judge
+    (in CI: the cache restore had failed, and nobody knew). A note under the summary says where it looked and
+    what that means in CI; a read-only cache that is there needs no note."""
+    make_project(pytester)
+    pytester.makepyfile(test_cached='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        def test_one():
+            assert_passes("s", dimension="fluency", source="An article.")
+    ''')
+    result = pytester.runpytest(f"--bineval-cache={mode}", "--bineval-cache-dir=restored/cache")
+    missing = str(pytester.path / "restored" / "cache")
+    result.stdout.fnmatch_lines([
+        f"bineval: --bineval-cache {mode} (or the bineval_cache ini key), but there is no cache at {missing} (no "
+        "such directory): * and nothing was written. In CI this means the cache was not restored: the restore step "
+        "found no cache for its key, or restored it to another path than the cache directory*",
+    ])
+    pytester.runpytest("--bineval-cache-dir=restored/cache").assert_outcomes(passed=1)  # writes the cache
+    again = pytester.runpytest(f"--bineval-cache={mode}", "--bineval-cache-dir=restored/cache")
+    again.assert_outcomes(passed=1)
+    assert "there is no cache at" not in again.stdout.str()
