@@ -230,6 +230,8 @@ async def _ajudge(req: AssertionRequest, engine: Engine) -> Evaluation:
     thresholds = req.thresholds(names)
     if ctx is not None:
         ctx.service.note_threshold_keys(names, ctx.marker.threshold)
+    if req.source is None:
+        _warn_missing_source(req, selected)
     evaluation = await engine.aevaluate(req.output, selected, req.source, model=req.model if ctx else None)
     if ctx is not None:
         record = ctx.service.record(ctx, evaluation, thresholds, selected, status, req.output, req.source,
@@ -244,6 +246,32 @@ async def _ajudge(req: AssertionRequest, engine: Engine) -> Evaluation:
     if record.outcome == "failed":
         raise BinevalAssertionError(failure_message(record), evaluation)
     return evaluation
+
+
+def _warn_missing_source(req: AssertionRequest, checklist: Checklist) -> None:
+    """A :class:`~pytest_bineval.judge.MissingSourceWarning` at the user's call when questions of ``checklist``
+    are about the input and no ``source=`` was given: once per test and checklist (an assertion in a loop
+    warns once). A warning, not an error: a question may name "the input" and still be answerable from the
+    output alone, and a pinned checklist should not stop a test that passed before."""
+    import warnings
+
+    from .judge import MissingSourceWarning, missing_source_message, questions_need_source
+
+    if not questions_need_source(checklist.questions):
+        return
+    ctx = req.ctx
+    if ctx is not None:
+        key = (checklist.task, tuple(q.id for q in checklist.questions))
+        if key in ctx.warned_missing_source:
+            return
+        ctx.warned_missing_source.add(key)
+    test = ctx.nodeid if ctx is not None else "assert_passes"
+    message = missing_source_message(test, checklist.questions)
+    if req.location is not None:
+        warnings.warn_explicit(MissingSourceWarning(message), MissingSourceWarning, req.location.file,
+                               req.location.line)
+    else:
+        warnings.warn(MissingSourceWarning(message), stacklevel=2)
 
 
 def _task(task: str | None, ctx: TestContext | None, *, required: bool = True) -> str | None:

@@ -79,6 +79,57 @@ QUESTIONS_SCHEMA: dict[str, Any] = {
 }
 
 
+class GeneratedCheckWarning(UserWarning):
+    """The checklist generator attached a check that is not a valid check of the catalogue (an unknown kind,
+    parameters that do not fit it, a library of the extra ``checks`` not installed): its question stays a judge
+    question."""
+
+
+def questions_schema(with_checks: bool) -> dict[str, Any]:
+    """:data:`QUESTIONS_SCHEMA`, with an optional ``check`` per question when ``with_checks`` (its ``kind`` one of
+    the catalogue's; its parameters are validated after the reply, by :func:`~pytest_bineval.checks.parse_check`)."""
+    if not with_checks:
+        return QUESTIONS_SCHEMA
+    import copy
+
+    from .checks.catalogue import KINDS
+
+    schema = copy.deepcopy(QUESTIONS_SCHEMA)
+    schema["properties"]["questions"]["items"]["properties"]["check"] = {
+        "type": "object", "properties": {"kind": {"type": "string", "enum": sorted(KINDS)}}, "required": ["kind"]}
+    return schema
+
+
+def catalogue_summary() -> str:
+    """The catalogue as the questions prompt lists it: one kind a line, with its parameters."""
+    from .checks.catalogue import KINDS
+
+    lines = []
+    for name, kind in sorted(KINDS.items()):
+        params = [f.alias or key for key, f in kind.params.model_fields.items()]
+        lines.append(f"- {name}" + (f": {', '.join(params)}" if params else ""))
+    return "\n".join(lines)
+
+
+NO_CHECKS = "(none: leave \"check\" out)"
+
+
+def _generated_check(value: object) -> tuple[dict[str, Any] | None, str | None]:
+    """The catalogue check the generator attached (its spec), or None with why it was not taken (None: none
+    was attached)."""
+    if value is None or value == {}:
+        return None, None
+    from .checks.catalogue import CheckError, parse_check
+
+    try:
+        check = parse_check(value)  # type: ignore[arg-type]  # a non-mapping is a CheckError
+    except CheckError as exc:
+        return None, str(exc)
+    if not check.available:
+        return None, f"check {check.kind.name!r} needs a library of the extra `checks`, which is not installed"
+    return check.spec(), None
+
+
 def _normalise(text: str) -> str:
     return re.sub(r"[^a-z0-9 ]", "", re.sub(r"\s+", " ", text.lower())).strip()
 
@@ -93,7 +144,7 @@ def _requirements(obj: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(clean))[:MAX_REQUIREMENTS]
 
 
-def _questions(obj: dict[str, Any]) -> list[dict[str, str]]:
+def _questions(obj: dict[str, Any]) -> list[dict[str, Any]]:
     items = obj.get("questions")
     if not isinstance(items, list):
         raise ValueError("'questions' must be a list")
@@ -106,10 +157,13 @@ def _questions(obj: dict[str, Any]) -> list[dict[str, str]]:
             continue
         if not text.endswith("?"):
             text = text.rstrip(".") + "?"
+        check, problem = _generated_check(item.get("check"))
         out.append({
             "question": text,
             "no_example": str(item.get("no_example") or "").strip(),
             "requirement": str(item.get("requirement") or "").strip(),
+            "check": check,
+            "check_problem": problem,
         })
     if not out:
         raise ValueError("no usable question given")
@@ -139,6 +193,14 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
 
     questions: list[Question] = []
     seen: set[str] = set()
+    # A capable generator may attach a check of the catalogue to a question it writes; the embedded 135M model is
+    # not offered the catalogue (its checks would be noise, and the list would lengthen every step-2 prompt): the
+    # extractor still finds the task's checks for it (attach_checks, code_questions).
+    offer = not is_embedded(client.model)
+    schema = questions_schema(offer)
+    catalogue = catalogue_summary() if offer else NO_CHECKS
+    attached: list[dict[str, Any]] = []
+    refused: list[str] = []
     for name, definition in dims.items():
         messages = load_prompt("questions").messages(
             task=task,
@@ -146,10 +208,11 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
             dimension=name,
             definition=definition,
             max_questions=str(MAX_QUESTIONS_PER_DIMENSION),
+            checks=catalogue,
         )
         try:
             step2 = await client.complete_json(
-                messages, schema_name="questions", schema=QUESTIONS_SCHEMA, validate=_questions, max_tokens=900,
+                messages, schema_name="questions", schema=schema, validate=_questions, max_tokens=900,
                 sampling=sampling,
             )
         except CallError as exc:
@@ -164,14 +227,25 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
                 continue
             seen.add(norm)
             n += 1
+            check = item["check"] if item["check"] not in attached else None  # one question per check
+            if item["check_problem"]:
+                refused.append(f"[{name}-{n}] {inert(item['question'])}: {inert(item['check_problem'])}")
+            if check is not None:
+                attached.append(check)
             questions.append(Question(id=f"{name}-{n}", dimension=name, text=item["question"],
-                                      no_example=item["no_example"], requirement=item["requirement"]))
+                                      no_example=item["no_example"], requirement=item["requirement"], check=check))
         if n == 0:
             raise ChecklistGenerationError(
                 f"dimension {name!r} got no question that is not a duplicate of another dimension's"
             )
-    questions, restated = attach_checks(task, questions)
-    questions += code_questions(task, dims, skip=restated)
+    if refused:
+        import warnings
+
+        warnings.warn(GeneratedCheckWarning(
+            f"checklist generation with {client.model}: {len(refused)} check(s) the model attached are not valid "
+            f"checks of the catalogue; those questions stay judge questions: " + "; ".join(refused)), stacklevel=2)
+    questions, restated = attach_checks(task, questions, attached)
+    questions += code_questions(task, dims, skip=attached + restated)
     checklist = Checklist(task=task, dimensions=dims, requirements=requirements, questions=questions,
                           model=client.model, prompt_version=prompt_version())
     return checklist, usage
@@ -193,11 +267,13 @@ def code_questions(task: str, dimensions: dict[str, str], skip: list[dict[str, A
                      check=c.spec()) for i, c in enumerate(checks, 1)]
 
 
-def attach_checks(task: str, questions: list[Question]) -> tuple[list[Question], list[dict[str, Any]]]:
+def attach_checks(task: str, questions: list[Question],
+                  taken: list[dict[str, Any]] | None = None) -> tuple[list[Question], list[dict[str, Any]]]:
     """The written questions, each one that restates a constraint of ``task`` with the task's check attached ("Is
     the response 2-3 sentences long?" for "in 2-3 sentences": code decides it, not the judge), and the checks so
     attached. A question gets a check only when its text states exactly one constraint and the task states the same
-    one, so a check is never guessed from a question alone; any other question stays a judge question."""
+    one, so a check is never guessed from a question alone; any other question stays a judge question. A check in
+    ``taken`` (one the generator attached already) is not attached twice."""
     from .checks.extract import extract_checks
 
     stated = [c.spec() for c in extract_checks(task) if c.available]
@@ -205,7 +281,8 @@ def attach_checks(task: str, questions: list[Question]) -> tuple[list[Question],
     attached: list[dict[str, Any]] = []
     for q in questions:
         found = [c.spec() for c in extract_checks(q.text)]
-        if q.check is None and len(found) == 1 and found[0] in stated and found[0] not in attached:
+        if (q.check is None and len(found) == 1 and found[0] in stated and found[0] not in attached
+                and found[0] not in (taken or [])):
             q = q.model_copy(update={"check": found[0]})
             attached.append(found[0])
         out.append(q)

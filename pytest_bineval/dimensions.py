@@ -88,8 +88,8 @@ class DimensionRequest:
                 out[name] = BUILTIN[name].definition
             else:
                 raise UsageError(
-                    f"unknown dimension {name!r}: built-in ones are {sorted(BUILTIN)}; "
-                    'define your own as {"name": "definition"}'
+                    f"unknown dimension {name!r}{did_you_mean(name, [*BUILTIN, *custom])}: built-in ones are "
+                    f'{sorted(BUILTIN)}; define your own as {{"name": "definition"}}'
                 )
         return out
 

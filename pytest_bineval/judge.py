@@ -154,11 +154,14 @@ def questions_need_source(questions: Sequence[Question]) -> bool:
 
 
 def missing_source_message(test: str, questions: Sequence[Question]) -> str:
-    """The :class:`MissingSourceWarning` text for ``test``, an assertion asked without ``source=``."""
+    """The :class:`MissingSourceWarning` text for ``test``, an assertion asked without ``source=``: how many
+    questions, of which dimension(s), and one of them."""
     needing = questions_needing_source(questions)
     first = needing[0].text if needing else ""
-    return (f"{test}: {len(needing)} question(s) of the checklist are about the input (e.g. {first!r}) but the "
-            f"assertion gave no source: they are judged about nothing. Pass the input the output was made from, "
+    names = list(dict.fromkeys(q.dimension for q in needing))
+    of = f"of dimension{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)} " if names else ""
+    return (f"{test}: {len(needing)} question(s) {of}are about the input (e.g. {first!r}) but the assertion gave "
+            f"no source: they are judged about nothing. Pass the input the output was made from, "
             f"assert_passes(output, ..., source=...), or check dimensions whose questions do not need it.")
 
 

@@ -46,6 +46,7 @@ class RunLedger:
     rerun_evaluations: int = 0  # records of attempts a re-run plugin replaced (dropped from records)
     dimensions_checked: set[str] = field(default_factory=set)  # by any assertion of the run
     marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds
+    dimensions_defined: set[str] = field(default_factory=set)  # named by the markers of every collected test
     notes: list[str] = field(default_factory=list)  # problems met, shown at the end of the run
 
     def merge(self, other: RunLedger) -> RunLedger:

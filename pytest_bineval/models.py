@@ -16,6 +16,7 @@ from pydantic import (
     model_serializer,
 )
 
+from .dimensions import did_you_mean
 from .errors import UsageError
 from .kinds import EXPLAIN_MODES as EXPLAIN_MODES  # re-exported: the words live in the light .kinds
 from .kinds import SCORE_KINDS as SCORE_KINDS
@@ -177,10 +178,12 @@ class Checklist(BaseModel):
         names = list(dict.fromkeys(dimensions))
         unknown = [n for n in names if n not in self.dimensions]
         if unknown:
+            hints = "".join(did_you_mean(n, self.dimensions) for n in unknown)
             raise UsageError(
                 f"dimension(s) {', '.join(map(repr, unknown))} requested but not in the checklist of task "
                 f"{_clip(self.task)!r}: it has {', '.join(map(repr, self.dimensions))}; add them to the "
                 "checklist's dimensions (e.g. @pytest.mark.bineval(dimensions=[...])) or ask for one it has"
+                f"{hints}"
             )
         return self.model_copy(
             update={

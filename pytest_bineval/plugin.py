@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 OPTIONS = pytest.StashKey[Options]()
 SERVICE = pytest.StashKey["BinevalService"]()
 CONTEXT = pytest.StashKey["TestContext"]()
+DEFINED = pytest.StashKey[set[str]]()  # the dimensions the markers of the collected tests name (before -k / -m)
 OPTIMIZER = pytest.StashKey[Any]()  # the --bineval-optimize loop (optimize.rerun.OptimizeRunner), on the controller
 
 
@@ -77,6 +78,8 @@ def _service(config: pytest.Config) -> BinevalService:
         except BinevalError as exc:  # e.g. an unreadable --bineval-judge-prompt or --bineval-baseline
             raise pytest.UsageError(str(exc)) from None
         service.on_record = lambda record: config.hook.pytest_bineval_evaluated(config=config, record=record)
+        defined: set[str] = config.stash.get(DEFINED, set())
+        service.ledger.dimensions_defined.update(defined)
         config.stash[SERVICE] = service
     return service
 
@@ -94,9 +97,19 @@ def _marker(config: pytest.Config, item: pytest.Item) -> MarkerArgs:
         raise pytest.UsageError(str(exc)) from None
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k / -m deselect: a dimension a deselected test names is no typo
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from .dimensions import parse_dimensions
+
+    defined = config.stash.setdefault(DEFINED, set())
     for item in items:
-        _marker(config, item)  # fail the run early on a malformed marker
+        marker = _marker(config, item)  # fail the run early on a malformed marker
+        request = parse_dimensions(marker.dimensions)
+        if request is not None:
+            defined.update(request.names)
+    service = config.stash.get(SERVICE, None)
+    if service is not None:  # made at configure (a judge prompt or a baseline to read)
+        service.ledger.dimensions_defined.update(defined)
 
 
 def _collected(config: pytest.Config, items: list[pytest.Item]) -> None:

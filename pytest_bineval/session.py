@@ -52,6 +52,7 @@ class TestContext:
     pin_path: Path | None = None  # this test's pinned-checklist file
     records: list[EvaluationRecord] = field(default_factory=list)
     unscored: list[UnscoredTest] = field(default_factory=list)  # this test, if it errored before any record
+    warned_missing_source: set[tuple[str | None, tuple[str, ...]]] = field(default_factory=set)  # per checklist
 
     @property
     def test_name(self) -> str:
@@ -291,17 +292,42 @@ class BinevalService:
 
     def threshold_notes(self) -> list[str]:
         """A per-dimension threshold key of the markers or the command line that no assertion of the run checked
-        (a typo such as ``fluncy=0.4`` would otherwise leave the default threshold in force without a word)."""
+        and that looks like a misspelling of a dimension the run knows (a typo such as ``fluncy=0.4`` would
+        otherwise leave the default threshold in force without a word). A built-in name, a name an assertion
+        checked or a collected test's marker names is no typo, and neither is a name close to none of them: a
+        ``-k`` or single-file run need not reach the tests that check it."""
         ledger = self.ledger
         if not ledger.dimensions_checked:
             return []
         cli = self.options.threshold
         sources = (("--bineval-threshold (or the bineval_threshold ini key)", set(cli) if isinstance(cli, dict)
                     else set()), ("@pytest.mark.bineval(threshold=...)", ledger.marker_threshold_keys))
-        known = sorted(ledger.dimensions_checked | set(BUILTIN))
-        return [f"bineval: {origin} sets a threshold for {key!r}, which no assertion of this run checks"
-                f"{did_you_mean(key, known)}"
-                for origin, keys in sources for key in sorted(keys - {"*"} - ledger.dimensions_checked)]
+        known = ledger.dimensions_checked | ledger.dimensions_defined | set(BUILTIN)
+        notes = []
+        for origin, keys in sources:
+            for key in sorted(keys - {"*"} - known):
+                hint = did_you_mean(key, sorted(known))  # never the key itself: it is not known
+                if hint:
+                    notes.append(f"bineval: {origin} sets a threshold for {key!r}, which no assertion of this run "
+                                 f"checks{hint}")
+        return notes
+
+    def cache_notes(self) -> list[str]:
+        """A read-only (or replay) cache directory that holds no cache: said plainly, since nothing else fails (in
+        CI it means the step that restores the cache found none, or put it elsewhere)."""
+        s = self.engine.settings
+        if s.cache not in ("read-only", "replay") or s.cache_url:
+            return []
+        directory = Path(s.cache_dir)
+        if (directory / "cache.db").is_file():
+            return []
+        what = "it holds no cache.db" if directory.is_dir() else "no such directory"
+        then = ("every question was sent to the judge" if s.cache == "read-only"
+                else "every reply was missing (replay sends no request)")
+        return [f"bineval: --bineval-cache {s.cache} (or the bineval_cache ini key), but there is no cache at "
+                f"{directory} ({what}): {then} and nothing was written. In CI this means the cache was not restored: "
+                f"the restore step found no cache for its key, or restored it to another path than the cache "
+                f"directory (--bineval-cache-dir / bineval_cache_dir); check that step's log."]
 
     def unscored_error(self, ctx: TestContext, error: str, message: str) -> None:
         """The test errored (a bineval error) and no record of it says why: keep it for the totals and reports."""
@@ -368,7 +394,7 @@ class BinevalService:
                                   retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
                                   repeats=s.repeats, gate=self.options.gate)
         ledger = self.ledger
-        notes = [*ledger.notes, *self.threshold_notes()]
+        notes = [*ledger.notes, *self.cache_notes(), *self.threshold_notes()]
         if self.options.fail_on_regression and not self.options.baseline:
             notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")
         return ReportDocument(settings=settings, totals=self.totals(), evaluations=list(ledger.records),

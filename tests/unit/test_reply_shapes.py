@@ -91,6 +91,7 @@ def test_missing_source_message_names_the_test_and_says_to_pass_source() -> None
     questions = [_q("Is it fluent?"), _q("Does the response keep the input's facts?", 2)]
     assert questions_needing_source(questions) == [questions[1]]
     message = missing_source_message("tests/test_x.py::test_summary", questions)
-    assert message.startswith("tests/test_x.py::test_summary: 1 question(s) of the checklist are about the input")
+    assert message.startswith("tests/test_x.py::test_summary: 1 question(s) of dimension 'consistency' are about "
+                              "the input")
     assert "\"Does the response keep the input's facts?\"" in message and "source=" in message
     assert issubclass(MissingSourceWarning, UserWarning)
