@@ -2,21 +2,35 @@
 
 A pytest-xdist worker sends its ledger to the controller (``workeroutput``, :meth:`RunLedger.dumps` /
 :meth:`RunLedger.loads`), which merges it into its own; the same merge combines the ledgers of separate runs
-(the shards of a suite). Merging is driven by the fields: a list is extended, a set united, a count and a usage
-added. A new counter is one new field here, and nothing else changes: the payload, the merge and the
-round-trip all follow the field list.
+(the shards of a suite: :meth:`RunLedger.of_document` reads a ledger back from a finished report, and
+:meth:`RunLedger.document` is the one way a ledger becomes a :class:`~pytest_bineval.record.ReportDocument`, for
+a run and for ``bineval report merge`` alike). Merging is driven by the fields: a list is extended, a set united,
+a count and a usage added. A new counter is one new field here, and nothing else changes: the payload, the merge
+and the round-trip all follow the field list.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pydantic import BaseModel
 
 from .models import Usage
-from .record import EvaluationRecord, UnscoredTest
+from .record import (
+    ChecklistGeneration,
+    EvaluationRecord,
+    OptimizeOutcome,
+    RegressionReport,
+    ReportDocument,
+    ReportSettings,
+    Totals,
+    UnscoredTest,
+    UnstableQuestion,
+    pin_key,
+)
 
 
 def _models(kind: type[BaseModel]) -> Any:
@@ -53,6 +67,45 @@ class RunLedger:
             else:  # a count or a Usage
                 setattr(self, f.name, mine + theirs)
         return self
+
+    def totals(self, regressions: RegressionReport | None = None) -> Totals:
+        return Totals.of(self.records, self.usage, pins_written=len(set(self.pins_written)),
+                         regressions=regressions, unscored=len(self.unscored), reruns=self.rerun_evaluations,
+                         unpinned=len(self.unpinned))
+
+    def document(self, settings: ReportSettings, *, regressions: RegressionReport | None = None,
+                 optimize: list[OptimizeOutcome] | None = None, notes: Sequence[str] = (),
+                 partial: str | None = None) -> ReportDocument:
+        """The finished document of this ledger (a run's, or the shards' merged): ``notes`` come after the
+        ledger's own; ``partial``: why the run was cut short, if it was."""
+        return ReportDocument(settings=settings, totals=self.totals(regressions), evaluations=list(self.records),
+                              optimize=optimize, regressions=regressions, unstable=UnstableQuestion.of(self.records),
+                              unscored=list(self.unscored), failed_tests=sorted(self.failed_tests),
+                              notes=list(dict.fromkeys([*self.notes, *notes])), partial=partial is not None,
+                              partial_reason=partial,
+                              checklists=ChecklistGeneration(generated=self.checklists_generated,
+                                                             usage=self.checklist_usage))
+
+    @classmethod
+    def of_document(cls, document: ReportDocument) -> RunLedger:
+        """The ledger a finished report holds (what merging the reports of shards starts from).
+
+        A report keeps the counts of its pin entries, not the entries: here they are the records' checklists (one
+        entry per test function and task, :func:`~pytest_bineval.record.pin_key`), so that a checklist two shards
+        share counts once, as in one run."""
+        t, records = document.totals, document.evaluations
+        usage = Usage(llm_calls=t.llm_calls, failed_requests=t.failed_requests, cache_hits=t.cache_hits,
+                      prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, cost_usd=t.cost_usd,
+                      unpriced_requests=t.unpriced_requests, structured_output=dict(t.structured_output))
+        return cls(
+            records=list(records), usage=usage, checklist_usage=document.checklists.usage,
+            checklists_generated=document.checklists.generated,
+            pins_written=sorted({repr(pin_key(r)) for r in records if r.checklist_status == "written"}),
+            unpinned={repr(pin_key(r)) for r in records if r.checklist_status in ("unpinned", "stale")},
+            unscored=list(document.unscored), failed_tests=set(document.failed_tests),
+            rerun_evaluations=t.rerun_evaluations, dimensions_checked={d.name for r in records for d in r.dimensions},
+            notes=list(document.notes),
+        )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
