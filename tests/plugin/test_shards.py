@@ -75,6 +75,27 @@ def test_merged_shards_are_the_unsplit_run(pytester: pytest.Pytester, capsys: py
     assert "5 evaluations (3 passed, 2 below threshold, 0 judge error), 1 tests not scored" in capsys.readouterr().out
 
 
+def test_pytest_split_groups_one_under_xdist_merge_to_the_unsplit_run(pytester: pytest.Pytester) -> None:
+    """The sharded example workflow's split: pytest-split groups (without durations: equal counts, in order), a
+    group run with -n 2 (its workers' ledgers merged first), then the groups' reports merged."""
+    make_project(pytester, no=("Does the response meet consistency check 1?",))
+    pytester.makepyfile(test_suite=SUITE)
+    _run(pytester, "all.json")
+    pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--splits", "2", "--group", "1",
+                                  "--bineval-report=g1.json", "--bineval-cache-dir=cache-g1")
+    _run(pytester, "g2.json", "--splits", "2", "--group", "2")
+    g1, g2 = report_of(pytester, "g1.json"), report_of(pytester, "g2.json")
+    assert [len(g.evaluations) for g in (g1, g2)] == [3, 2]
+    assert main(["report", "merge", str(pytester.path / "g1.json"), str(pytester.path / "g2.json"),
+                 "-o", str(pytester.path / "merged.json"), "--expect", "2"]) == 0
+    merged, whole = _comparable(report_of(pytester, "merged.json")), _comparable(report_of(pytester, "all.json"))
+    spent = ("llm_calls", "cache_hits", "prompt_tokens", "completion_tokens", "unpriced_requests")
+    for totals in (merged[1], whole[1]):  # the two workers of group 1 each fetch its checklist (one from the cache)
+        for name in spent:
+            del totals[name]
+    assert merged == whole
+
+
 # -- hand-made shard reports ---------------------------------------------------------------------------------------
 
 def _record(test: str, answer: str = "yes") -> EvaluationRecord:
