@@ -424,9 +424,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .bench.perf import add_perf_parser
     from .bench.qworld_measure import add_qworld_parser
+    from .bench.scale import add_scale_parser
 
     add_perf_parser(sub)
     add_qworld_parser(sub)
+    add_scale_parser(sub)
     try:
         from .bench.cli import add_bench_parser
     except ImportError:  # pragma: no cover - the bench package is part of the distribution
