@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import make_project, report_of
 
 from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Question, Usage, Verdict
 from pytest_bineval.record import EvaluationRecord, ReportDocument, ReportSettings, Totals
-from tests.support import make_project, report_of
 
 # Two tasks (no checklist shared by the shards: each shard generates its own), a failing evaluation, a parametrized
 # test split across the shards by -k, and a test that errors before any evaluation (unscored).
