@@ -121,6 +121,13 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _children_peak_rss() -> int:
+    """Bytes: the peak resident set of the largest finished child process so far (Linux reports kB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+
+
 def _bineval(*args: str, cwd: Path) -> float:
     """``bineval ARGS`` in a fresh process; its wall time (RuntimeError with its output when it fails)."""
     started = time.perf_counter()
@@ -200,6 +207,7 @@ def measure(tests: int, questions: int, shards: int, workers: int, latency: floa
             cpu_before = _children_cpu()
             wall, reports = run_shards(root, files, workers)
             cpu = _children_cpu() - cpu_before
+            peak_rss = _children_peak_rss()
             requests = server.requests
         merged = root / "merged.json"
         merge_s = _bineval("report", "merge", *[r.name for r in reports], "--expect", str(shards), "-o",
@@ -214,7 +222,8 @@ def measure(tests: int, questions: int, shards: int, workers: int, latency: floa
         return {
             "tests": tests, "questions": questions, "shards": shards, "workers": workers, "latency_s": latency,
             "requests": requests, "total_concurrency": concurrency, "bound_s": requests * latency / concurrency,
-            "wall_s": wall, "shards_cpu_s": cpu, "records": records, "totals": document["totals"],
+            "wall_s": wall, "shards_cpu_s": cpu, "largest_process_peak_rss_bytes": peak_rss, "records": records,
+            "totals": document["totals"],
             "partial": document["partial"],
             "memory_per_1000_records_bytes": held * 1000 / records if records else 0.0,
             "merged_report_bytes": merged.stat().st_size, "shard_report_bytes": [r.stat().st_size for r in reports],
@@ -261,6 +270,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"{t['failed']} / {t['errors']}) |",
         f"| memory of the records, per 1,000 (the merged report read back) | "
         f"{_mb(r['memory_per_1000_records_bytes'])} |",
+        f"| peak resident memory of the largest shard process (a worker or controller; litellm included) | "
+        f"{_mb(r['largest_process_peak_rss_bytes'])} |",
         f"| merged report | {_mb(r['merged_report_bytes'])} (shards: "
         f"{', '.join(_mb(b) for b in r['shard_report_bytes'])}) |",
         f"| bineval report merge | {r['merge_s']:.1f} s |",

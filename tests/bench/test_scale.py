@@ -3,9 +3,13 @@ and the table says what was measured (the figure itself is in docs/performance.m
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from pytest_bineval.bench.scale import markdown, measure
+import pytest
+
+from pytest_bineval.bench.scale import find_chromium, markdown, measure, page_load
+from pytest_bineval.cli import main
 from pytest_bineval.record import ReportDocument
 
 
@@ -23,3 +27,13 @@ def test_scale_runs_two_shards_and_merges_their_reports(tmp_path: Path) -> None:
     assert "| requests the server received | 10 |" in table
     assert "| evaluations in the merged report (passed / below / error) | 5 (5 / 0 / 0) |" in table
     assert "| the HTML page in headless Chromium | not measured (--no-browser) |" in table
+
+
+def test_scale_times_the_page_in_chromium(tmp_path: Path) -> None:
+    if find_chromium() is None and not os.environ.get("CI"):
+        pytest.skip("no Chromium found (apt-get install -y chromium): the page's load time is not measured here")
+    ReportDocument().write(tmp_path / "r.json")
+    assert main(["report", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html"), "--github", "off"]) == 0
+    facts = page_load(tmp_path / "r.html")
+    assert isinstance(facts, dict), facts
+    assert facts["js"] is True and facts["rows"] == 0 and facts["load_ms"] > 0
