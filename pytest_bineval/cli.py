@@ -17,6 +17,7 @@ from .settings import Settings, add_setting_arguments, number_in, settings_from_
 
 if TYPE_CHECKING:
     from .models import Checklist
+    from .record import ReportDocument
 
 
 def _read(path: str) -> str:
@@ -154,30 +155,120 @@ def cmd_align(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .outputs.html import BaselineDiff, diff_reports, write_html
-    from .record import ReportDocument
+    """``bineval report``: the outputs of a run from its report file (a shard's, or ``bineval report merge``'s).
+    Exit 1 when ``--fail-on-regression`` finds regressions, 2 on a usage error."""
+    from .record import RegressionReport, ReportDocument
 
     if args.tolerance is not None and not args.baseline:
         raise UsageError("--tolerance applies to a comparison with --baseline (the comparison a report holds "
                          "keeps the tolerance of its run)")
     document = ReportDocument.load(args.report)
+    diff: RegressionReport | None
     if args.baseline:
-        diff: BaselineDiff | None = diff_reports(document, ReportDocument.load(args.baseline), args.baseline,
-                                                 tolerance=args.tolerance or 0.0)
+        from .baseline import diff_runs
+
+        base = ReportDocument.load(args.baseline)
+        diff = diff_runs(base.evaluations, document.evaluations, baseline=args.baseline,
+                         tolerance=args.tolerance or 0.0, created=base.created, generator=base.generator)
     else:  # the run's own comparison, when it was made with --bineval-baseline
-        diff = BaselineDiff.of(document.regressions) if document.regressions is not None else None
+        diff = document.regressions
     if diff is not None:  # before anything else: answers that changed with the judge are no news about outputs
-        for line in diff.report.judged_differently:
+        for line in diff.judged_differently:
             print(f"bineval report: judged differently: {line}")
-    write_html(args.html, document, diff)
+    if args.fail_on_regression:
+        if diff is None:
+            raise UsageError(f"--fail-on-regression needs a comparison: give --baseline BASE.json ({args.report} "
+                             "holds none: its run had no --bineval-baseline)")
+        diff = diff.model_copy(update={"failed": diff.fail_reason() is not None})
+    if diff is not None and diff is not document.regressions:
+        document = document.compared_with(diff)
+    if document.partial:
+        print(f"bineval report: {args.report} is the report of a partial run ({document.partial_reason}): it "
+              "covers only the tests that ran", file=sys.stderr)
     t = document.totals
-    print(f"wrote {Path(args.html).resolve()}: {t.evaluations} evaluations ({t.passed} passed, {t.failed} below "
-          f"threshold, {t.errors} judge error)")
+    counts = (f"{t.evaluations} evaluations ({t.passed} passed, {t.failed} below threshold, {t.errors} judge error)"
+              + (f", {t.unscored_tests} tests not scored" if t.unscored_tests else ""))
+    if args.html:
+        from .outputs.html import BaselineDiff, write_html
+
+        write_html(args.html, document, None if diff is None else BaselineDiff.of(diff))
+        print(f"wrote {Path(args.html).resolve()}: {counts}")
+    else:
+        print(f"{args.report}: {counts}")
+    if args.pr_comment:
+        from .files import write_text_atomic
+        from .outputs.pr_comment import render
+
+        write_text_atomic(args.pr_comment, render(document))
+        print(f"wrote {Path(args.pr_comment).resolve()} (the pull-request comment)")
+    _github_outputs(args, document)
     if diff is not None:
-        print(f"compared with {diff.label}: {len(diff.of_kind('regression'))} regressed question(s) (yes -> no), "
-              f"{len(diff.of_kind('fix'))} fixed, {len(diff.of_kind('unstable flip'))} unstable flip(s), "
-              f"{len(diff.drops)} score drop(s) beyond tolerance {diff.tolerance}, {diff.compared} questions compared")
+        print(f"compared with {diff.baseline}: {t.regressions} regressed question(s) (yes -> no), {t.fixes} fixed, "
+              f"{t.unstable_flips} unstable flip(s), {t.score_drops} score drop(s) beyond tolerance "
+              f"{diff.tolerance:.2f}, {sum(len(d.changes) + d.unchanged for d in diff.compared)} questions compared")
+    reason = diff.fail_reason() if diff is not None and diff.failed else None
+    if reason:
+        print(f"bineval report: failed: {reason.replace('--bineval-fail-on-regression', '--fail-on-regression')}",
+              file=sys.stderr)
+        return 1
     return 0
+
+
+def _github_outputs(args: argparse.Namespace, document: ReportDocument) -> None:
+    """``--github``: the job summary appended to ``$GITHUB_STEP_SUMMARY`` and the annotations (workflow commands,
+    on stdout), as a run in GitHub Actions writes them."""
+    import os
+
+    from .outputs.github import append_summary, step_summary, workflow_commands
+    from .outputs.github_summary import detect
+
+    env = detect(args.github, os.environ)
+    if env is None:
+        return
+    if env.summary_path:
+        append_summary(env.summary_path, step_summary(
+            document.evaluations, document.totals, document.regressions, document.failed_tests,
+            partial=document.partial_reason if document.partial else None))
+    for line in workflow_commands(document.evaluations, document.regressions, rootdir=str(Path(args.rootdir).resolve()),
+                                  workspace=env.workspace, failed_tests=document.failed_tests):
+        print(line)
+
+
+def cmd_report_merge(args: argparse.Namespace) -> int:
+    """``bineval report merge SHARD.json... -o MERGED.json``: exit 0 when merged (a partial one too, said on
+    stderr), 2 when the shards cannot be one run (nothing written)."""
+    from .shards import merge_reports
+
+    document = merge_reports(args.shards, expect=args.expect)
+    document.write(args.output)
+    t = document.totals
+    print(f"wrote {Path(args.output).resolve()}: {len(args.shards)} shard reports, {t.evaluations} evaluations "
+          f"({t.passed} passed, {t.failed} below threshold, {t.errors} judge error), {t.llm_calls} requests, "
+          f"{t.cache_hits} cache hits")
+    for note in document.notes:
+        print(note, file=sys.stderr)
+    if document.partial:
+        print(f"bineval report merge: the merged report is partial ({document.partial_reason}): it covers only the "
+              "tests that ran", file=sys.stderr)
+    return 0
+
+
+def build_report_merge_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="bineval report merge",
+        description="Merge the --bineval-report files of the shards of one suite (a CI matrix) into one report, "
+                    "with the same merge as pytest-xdist's workers: records, totals, usage, unscored tests, notes. "
+                    "A test found in two shards, or shards judged by different models, prompts or prompt versions, "
+                    "is an error (exit 2, nothing written); a partial shard makes the merged report partial. Render "
+                    "and gate it with bineval report MERGED.json --baseline BASE.json --fail-on-regression.")
+    p.add_argument("shards", nargs="+", metavar="SHARD.json", help="a shard's --bineval-report file")
+    p.add_argument("-o", "--output", required=True, metavar="MERGED.json", help="the merged report to write")
+    p.add_argument("--expect", metavar="N", default=None,
+                   type=number_in(int, 1, 100000, range_text="a number of shards within [1, 100000]"),
+                   help="the number of shards the suite was split into: fewer reports (a shard that wrote none) "
+                        "make the merged report partial, naming how many are missing")
+    p.set_defaults(func=cmd_report_merge)
+    return p
 
 
 def cmd_cache_merge(args: argparse.Namespace) -> int:
@@ -302,20 +393,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_align)
 
     p = sub.add_parser(
-        "report", help="render a saved --bineval-report JSON as a self-contained HTML page",
-        description="Render a report written by --bineval-report (any format this version reads), e.g. a CI "
-                    "artifact, as one HTML file that opens from disk. With --baseline, the questions answered "
-                    "yes there and no here are marked as regressions, and so are the tests whose dimension "
-                    "score fell by more than --tolerance; without it, the comparison the report holds (a run "
-                    "with --bineval-baseline) is shown.")
-    p.add_argument("report", metavar="REPORT.json", help="the --bineval-report file")
+        "report", help="the outputs of a saved --bineval-report JSON (HTML, PR comment, GitHub summary, a gate); "
+                       "bineval report merge combines the reports of shards",
+        description="The outputs of a run from its report (written by --bineval-report, in any format this version "
+                    "reads; or merged from the shards of a suite by bineval report merge SHARD.json... -o "
+                    "MERGED.json): a self-contained HTML page (--html), the pull-request comment (--pr-comment), the "
+                    "GitHub job summary and annotations (--github), and a gate (--fail-on-regression, exit 1). With "
+                    "--baseline, the questions answered yes there and no here are regressions, and so are the tests "
+                    "whose dimension score fell by more than --tolerance; without it, the comparison the report "
+                    "holds (a run with --bineval-baseline) is used.")
+    p.add_argument("report", metavar="REPORT.json", help="the --bineval-report file (or a merged one)")
     p.add_argument("--baseline", metavar="BASE.json", default=None,
                    help="an earlier report to compare with, question by question")
     p.add_argument("--tolerance", metavar="D", default=None,
                    type=number_in(float, 0.0, 1.0, range_text="a tolerance is a score difference within [0, 1]"),
                    help="with --baseline: a dimension score drop up to this much is not a regression (default 0, "
                         "as --bineval-regression-tolerance)")
-    p.add_argument("--html", metavar="OUT.html", required=True, help="the HTML file to write")
+    p.add_argument("--html", metavar="OUT.html", default=None, help="write the report as one HTML file")
+    p.add_argument("--pr-comment", metavar="PATH", default=None,
+                   help="write the markdown body of a pull-request comment (as --bineval-pr-comment)")
+    p.add_argument("--github", choices=("auto", "on", "off"), default="auto",
+                   help="append the job summary to $GITHUB_STEP_SUMMARY and print the annotations (workflow "
+                        "commands): auto (default) when GITHUB_ACTIONS=true, as --bineval-github")
+    p.add_argument("--rootdir", metavar="DIR", default=".",
+                   help="the pytest rootdir of the run, which the report's file locations are relative to (for the "
+                        "annotations; default: the current directory)")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when the comparison finds regressions or score drops beyond --tolerance (as "
+                        "--bineval-fail-on-regression): the gate of a CI job")
     p.set_defaults(func=cmd_report)
 
     _add_cache_parser(sub)
@@ -338,9 +443,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .bench.perf import add_perf_parser
     from .bench.qworld_measure import add_qworld_parser
+    from .bench.scale import add_scale_parser
 
     add_perf_parser(sub)
     add_qworld_parser(sub)
+    add_scale_parser(sub)
     try:
         from .bench.cli import add_bench_parser
     except ImportError:  # pragma: no cover - the bench package is part of the distribution
@@ -351,8 +458,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["report", "merge"]:  # a sub-command of report, whose first argument is otherwise a file
+        args = build_report_merge_parser().parse_args(argv[2:])
+    else:
+        args = build_parser().parse_args(argv)
     from .errors import BinevalError
 
     try:

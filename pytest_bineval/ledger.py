@@ -2,21 +2,38 @@
 
 A pytest-xdist worker sends its ledger to the controller (``workeroutput``, :meth:`RunLedger.dumps` /
 :meth:`RunLedger.loads`), which merges it into its own; the same merge combines the ledgers of separate runs
-(the shards of a suite). Merging is driven by the fields: a list is extended, a set united, a count and a usage
-added. A new counter is one new field here, and nothing else changes: the payload, the merge and the
-round-trip all follow the field list.
+(the shards of a suite: :meth:`RunLedger.of_document` reads a ledger back from a finished report, and
+:meth:`RunLedger.document` is the one way a ledger becomes a :class:`~pytest_bineval.record.ReportDocument`, for
+a run and for ``bineval report merge`` alike). Merging is driven by the fields: a list is extended, a set united,
+a count and a usage added. A new counter is one new field here, and nothing else changes: the payload, the merge
+and the round-trip all follow the field list.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pydantic import BaseModel
 
 from .models import ConfirmCost, Usage
-from .record import EvaluationRecord, PinAction, UnscoredTest
+from .record import (
+    ChecklistGeneration,
+    ConfirmationSummary,
+    EvaluationRecord,
+    JudgedBy,
+    OptimizeOutcome,
+    PinAction,
+    RegressionReport,
+    ReportDocument,
+    ReportSettings,
+    Totals,
+    UnscoredTest,
+    UnstableQuestion,
+    pin_key,
+)
 
 
 def _models(kind: type[BaseModel]) -> Any:
@@ -61,6 +78,52 @@ class RunLedger:
                 setattr(self, f.name, mine + theirs)
         return self
 
+    def totals(self, regressions: RegressionReport | None = None) -> Totals:
+        return Totals.of(self.records, self.usage, pins_written=len(set(self.pins_written)),
+                         regressions=regressions, unscored=len(self.unscored), reruns=self.rerun_evaluations,
+                         unpinned=len(self.unpinned))
+
+    def document(self, settings: ReportSettings, *, regressions: RegressionReport | None = None,
+                 optimize: list[OptimizeOutcome] | None = None, notes: Sequence[str] = (),
+                 partial: str | None = None, judged_by: JudgedBy | None = None,
+                 confirm: tuple[int, float] | None = None) -> ReportDocument:
+        """The finished document of this ledger (a run's, or the shards' merged): ``notes`` come after the
+        ledger's own; ``partial``: why the run was cut short, if it was; ``judged_by``: what judged it;
+        ``confirm``: ``--bineval-confirm``'s rounds and confidence level, when it was on."""
+        return ReportDocument(settings=settings, totals=self.totals(regressions), evaluations=list(self.records),
+                              optimize=optimize, regressions=regressions, unstable=UnstableQuestion.of(self.records),
+                              unscored=list(self.unscored), failed_tests=sorted(self.failed_tests),
+                              notes=list(dict.fromkeys([*self.notes, *notes])), partial=partial is not None,
+                              partial_reason=partial,
+                              checklists=ChecklistGeneration(generated=self.checklists_generated,
+                                                             usage=self.checklist_usage),
+                              judged_by=judged_by,
+                              pins=sorted(set(self.pin_actions), key=lambda a: (a.path, a.dimensions, a.task,
+                                                                                a.action, a.why)),
+                              confirmation=None if confirm is None else ConfirmationSummary.of(
+                                  *confirm, self.confirm_cost, self.records))
+
+    @classmethod
+    def of_document(cls, document: ReportDocument) -> RunLedger:
+        """The ledger a finished report holds (what merging the reports of shards starts from).
+
+        A report keeps the counts of its pin entries, not the entries: here they are the records' checklists (one
+        entry per test function and task, :func:`~pytest_bineval.record.pin_key`), so that a checklist two shards
+        share counts once, as in one run."""
+        t, records = document.totals, document.evaluations
+        usage = Usage(llm_calls=t.llm_calls, failed_requests=t.failed_requests, cache_hits=t.cache_hits,
+                      prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, cost_usd=t.cost_usd,
+                      unpriced_requests=t.unpriced_requests, structured_output=dict(t.structured_output))
+        return cls(
+            records=list(records), usage=usage, checklist_usage=document.checklists.usage,
+            checklists_generated=document.checklists.generated,
+            pins_written=sorted({repr(pin_key(r)) for r in records if r.checklist_status == "written"}),
+            unpinned={repr(pin_key(r)) for r in records if r.checklist_status in ("unpinned", "stale")},
+            unscored=list(document.unscored), failed_tests=set(document.failed_tests),
+            rerun_evaluations=t.rerun_evaluations, dimensions_checked={d.name for r in records for d in r.dimensions},
+            notes=list(document.notes), pin_actions=list(document.pins), confirm_cost=_confirm_cost(document),
+        )
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for f in fields(self):
@@ -101,3 +164,12 @@ class RunLedger:
     @classmethod
     def loads(cls, text: str) -> RunLedger:
         return cls.from_json(json.loads(text))
+
+
+def _confirm_cost(document: ReportDocument) -> ConfirmCost:
+    """What ``--bineval-confirm`` asked in the run of ``document`` (nothing when it was off)."""
+    c = document.confirmation
+    if c is None:
+        return ConfirmCost()
+    return ConfirmCost(questions=c.questions, reasked=c.reasked, reasks=c.reasks,
+                       usage=Usage(llm_calls=c.requests, cache_hits=c.cache_hits))

@@ -455,7 +455,7 @@ class Totals(BaseModel):
         recs = list(records)
         diff = regressions or RegressionReport(baseline="")
         if unpinned is None:
-            unpinned = len({_pin_key(r) for r in recs if r.checklist_status in ("unpinned", "stale")})
+            unpinned = len({pin_key(r) for r in recs if r.checklist_status in ("unpinned", "stale")})
         return cls(
             evaluations=len(recs),
             unscored_tests=unscored,
@@ -476,15 +476,18 @@ class Totals(BaseModel):
             unpinned_checklists=unpinned,
             pinned_checklists_written=pins_written,
             unstable_questions=sum(len(r.unstable()) for r in recs),
-            regressions=len(diff.changes("regression")),
-            unstable_flips=len(diff.changes("unstable flip")),
-            fixes=len(diff.changes("fix")),
-            new_judge_errors=len(diff.changes("judge error")),
-            score_drops=len(diff.score_drops()),
+            **cls.comparison_counts(diff),
         )
 
+    @staticmethod
+    def comparison_counts(diff: RegressionReport) -> dict[str, int]:
+        """The totals of a comparison with a baseline (regressions, fixes, ...)."""
+        return {"regressions": len(diff.changes("regression")), "unstable_flips": len(diff.changes("unstable flip")),
+                "fixes": len(diff.changes("fix")), "new_judge_errors": len(diff.changes("judge error")),
+                "score_drops": len(diff.score_drops())}
 
-def _pin_key(rec: EvaluationRecord) -> tuple[str, ...]:
+
+def pin_key(rec: EvaluationRecord) -> tuple[str, ...]:
     """Which pin entry a record's checklist would be: one per test function (its parameters share the pin file)
     and task; criteria written per question (qworld) are one entry per question."""
     base = rec.test.split("[", 1)[0]
@@ -505,6 +508,8 @@ class ReportSettings(BaseModel):
     timeout: float | None = None
     retries: int | None = None
     judge_prompt: str | None = None
+    prompt_version: str = Field(default="", description="the version of the packaged prompts the run used "
+                                "(empty in reports written before it was kept)")
     repeats: int | None = None
     gate: Gate | None = None
 
@@ -608,6 +613,11 @@ class ReportDocument(BaseModel):
                                   "pin entry created, rewritten, listed (a test added) or kept because edited by hand")
     confirmation: ConfirmationSummary | None = Field(
         default=None, description="--bineval-confirm: what it re-asked and cost (its requests are in the totals)")
+
+    def compared_with(self, diff: RegressionReport) -> ReportDocument:
+        """This document holding ``diff`` (this run against a baseline) as its comparison, its totals counting it."""
+        totals = self.totals.model_copy(update=Totals.comparison_counts(diff))
+        return self.model_copy(update={"regressions": diff, "totals": totals})
 
     @classmethod
     def parse(cls, data: Any) -> ReportDocument:

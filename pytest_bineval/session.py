@@ -23,9 +23,7 @@ from .options import Options
 from .pins import PinFile, entry_id, update_pin
 from .qworld import DEFAULT_TASK, qworld_dimensions
 from .record import (
-    ChecklistGeneration,
     ChecklistStatus,
-    ConfirmationSummary,
     EvaluationRecord,
     JudgedBy,
     Location,
@@ -35,7 +33,6 @@ from .record import (
     ReportSettings,
     Totals,
     UnscoredTest,
-    UnstableQuestion,
 )
 
 Threshold = float | Mapping[str, float]
@@ -369,10 +366,12 @@ class BinevalService:
         return self.engine.checklist_usage + self.ledger.checklist_usage
 
     def totals(self) -> Totals:
-        ledger = self.ledger
-        return Totals.of(ledger.records, self.usage(), pins_written=len(set(ledger.pins_written)),
-                         regressions=self.regressions, unscored=len(ledger.unscored),
-                         reruns=ledger.rerun_evaluations, unpinned=len(ledger.unpinned))
+        return self._run_ledger().totals(self.regressions)
+
+    def _run_ledger(self) -> RunLedger:
+        """The run's ledger with this process's engine's usage in it."""
+        return RunLedger(usage=self.engine.usage, checklist_usage=self.engine.checklist_usage,
+                         confirm_cost=self.engine.confirm_cost).merge(self.ledger)
 
     def judged_by(self) -> JudgedBy:
         """What judged this run: the judge model(s), the judge prompt (its digest), the prompts' version, and the
@@ -388,33 +387,24 @@ class BinevalService:
                         partial: str | None = None) -> ReportDocument:
         """The run's finished document: what every output reads (built once, at the end of the run);
         ``partial``: why the run was cut short, if it was."""
+        from .prompting import prompt_version
+
         s = self.engine.settings
         settings = ReportSettings(model=s.judge_model, checklist_model=s.generator_model, cache=s.cache,
                                   temperature=s.temperature, concurrency=s.concurrency, timeout=s.timeout,
                                   retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
-                                  repeats=s.repeats, gate=self.options.gate)
-        ledger = self.ledger
-        notes = [*ledger.notes, *self.cache_notes(), *self.threshold_notes()]
+                                  prompt_version=prompt_version(), repeats=s.repeats, gate=self.options.gate)
+        notes = [*self.cache_notes(), *self.threshold_notes()]
         if self.options.fail_on_regression and not self.options.baseline:
             notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")
-        return ReportDocument(settings=settings, totals=self.totals(), evaluations=list(ledger.records),
-                              optimize=optimized, regressions=self.regressions,
-                              unstable=UnstableQuestion.of(ledger.records), unscored=list(ledger.unscored),
-                              failed_tests=sorted(ledger.failed_tests), notes=notes,
-                              partial=partial is not None, partial_reason=partial,
-                              checklists=ChecklistGeneration(generated=ledger.checklists_generated,
-                                                             usage=self.checklist_usage()),
-                              judged_by=self.judged_by(),
-                              pins=sorted(set(ledger.pin_actions), key=lambda a: (a.path, a.dimensions, a.task,
-                                                                                  a.action, a.why)),
-                              confirmation=ConfirmationSummary.of(s.confirm, s.confidence, self.confirm_cost(),
-                                                                  ledger.records) if s.confirm else None)
+        return self._run_ledger().document(settings, regressions=self.regressions, optimize=optimized, notes=notes,
+                                           partial=partial, judged_by=self.judged_by(),
+                                           confirm=(s.confirm, s.confidence) if s.confirm else None)
 
     # -- pytest-xdist: a worker's ledger, merged by the controller ------------------------------------------
     def worker_payload(self) -> str:
         """This worker's ledger, its engine's usage included."""
-        return RunLedger(usage=self.usage(), checklist_usage=self.checklist_usage(),
-                         confirm_cost=self.engine.confirm_cost).merge(self.ledger).dumps()
+        return self._run_ledger().dumps()
 
     def merge_worker(self, payload: str) -> None:
         self.ledger.merge(RunLedger.loads(payload))

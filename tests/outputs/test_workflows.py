@@ -28,7 +28,8 @@ def _actionlint() -> str:
 
 def test_the_repository_has_its_workflows() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in WORKFLOWS}
-    assert {".github/workflows/release.yml", "example_project/.github/workflows/llm-tests.yml"} <= names
+    assert {".github/workflows/release.yml", "example_project/.github/workflows/llm-tests.yml",
+            "example_project/.github/workflows/llm-tests-sharded.yml"} <= names
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -92,6 +93,44 @@ def test_example_workflow_comments_on_same_repository_pull_requests_only() -> No
     assert str(comment["uses"]).startswith("marocchino/sticky-pull-request-comment@")
     assert "!github.event.pull_request.head.repo.fork" in str(comment["if"])
     assert comment["with"] == {"header": "bineval", "path": "example_project/bineval-comment.md"}
+
+
+SHARDED = ROOT / "example_project" / ".github" / "workflows" / "llm-tests-sharded.yml"
+
+
+def _jobs(workflow: Path) -> dict[str, dict[str, object]]:
+    import yaml
+
+    doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+    return {str(name): job for name, job in doc["jobs"].items()} | {"<env>": doc["env"]}
+
+
+def _named(job: dict[str, object]) -> dict[str, dict[str, object]]:
+    return {str(step.get("name") or step.get("uses")): step for step in job["steps"]}  # type: ignore[attr-defined]
+
+
+def test_sharded_workflow_merges_every_shard_into_one_report_and_one_gate() -> None:
+    """The matrix, pytest-split's group count and the merge's --expect are the same number; the last job runs
+    whatever the shards did, merges their reports, compares, comments and gates, and fails when a shard did."""
+    jobs = _jobs(SHARDED)
+    shards = jobs["<env>"]["SHARDS"]
+    shard, merge = jobs["shard"], jobs["merge"]
+    assert shard["strategy"]["matrix"]["group"] == list(range(1, shards + 1))  # type: ignore[index,operator]
+    assert shard["strategy"]["fail-fast"] is False  # type: ignore[index]
+    run = str(_named(shard)["Run this shard of the LLM tests"]["run"])
+    for part in ('--splits "$SHARDS" --group "$GROUP"', "-n 2", "--bineval-github off",
+                 '--bineval-report "bineval-shard-$GROUP.json"', '--bineval-cache-url "$BINEVAL_REDIS_URL"'):
+        assert part in run, part
+    upload = _named(shard)["Upload this shard's report and cache"]
+    assert upload["if"] == "always()" and upload["with"]["include-hidden-files"] is True  # type: ignore[index]
+    assert merge["needs"] == "shard" and merge["if"] == "always()"
+    steps = _named(merge)
+    assert 'bineval report merge shards/*/bineval-shard-*.json --expect "$SHARDS"' in str(
+        steps["Merge the shards' reports"]["run"])
+    gate = str(steps["Compare with main, summarize and gate"]["run"])
+    assert "--fail-on-regression" in gate and "--pr-comment bineval-comment.md" in gate
+    assert "bineval cache merge" in str(steps["Merge the shards' caches"]["run"])
+    assert "needs.shard.result != 'success'" in str(steps["Fail when a shard failed"]["if"])
 
 
 def test_release_workflow_uses_trusted_publishing() -> None:

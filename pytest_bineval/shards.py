@@ -1,0 +1,117 @@
+"""One report from the reports of the shards of a suite (``bineval report merge SHARD.json... -o MERGED.json``).
+
+Each shard's report becomes a :class:`~pytest_bineval.ledger.RunLedger` (:meth:`RunLedger.of_document`), the
+ledgers are added with the merge pytest-xdist uses (:meth:`RunLedger.merge`), and the merged ledger becomes the
+document (:meth:`RunLedger.document`), as a run's does: records, totals, usage, unscored tests, notes.
+
+Shards are one suite cut in parts, so what cannot be one run is refused, naming the files: a test in two shards
+(which of its results counts cannot be told), or shards judged by different models, with different judge prompts
+or packaged prompt versions (their scores are not comparable). A partial shard (cut short) makes the merged report
+partial, and so do missing shards (``expect``). The shards' own comparisons with a baseline are not merged (each
+shard sees the other shards' tests as removed): compare the merged report (``bineval report MERGED.json --baseline
+BASE.json``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .errors import UsageError
+from .ledger import RunLedger
+from .record import JudgedBy, OptimizeOutcome, ReportDocument
+
+# What must be the same in every shard: the settings that make the verdicts (not the concurrency, timeout ...).
+SAME_JUDGE = (("model", "judge model (--bineval-model)"), ("checklist_model", "checklist model"),
+              ("judge_prompt", "judge prompt (--bineval-judge-prompt)"),
+              ("prompt_version", "packaged prompt version"), ("repeats", "repeats (--bineval-repeats)"),
+              ("gate", "gate (--bineval-gate)"))
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard's report and the file it came from (as given)."""
+
+    path: str
+    document: ReportDocument
+
+
+def load_shards(paths: Sequence[str | os.PathLike[str]]) -> list[Shard]:
+    """Every file read as a report (UsageError naming the file that is not one)."""
+    if not paths:
+        raise UsageError("no shard report to merge: give the --bineval-report files of the shards")
+    return [Shard(os.fspath(p), ReportDocument.load(p)) for p in paths]
+
+
+def _tests(document: ReportDocument) -> set[str]:
+    return {r.test for r in document.evaluations} | {u.test for u in document.unscored}
+
+
+def check_shards(shards: Sequence[Shard]) -> None:
+    """UsageError when the shards cannot be one run: a test in two of them, or a different judge."""
+    seen: dict[str, str] = {}
+    for shard in shards:
+        for test in sorted(_tests(shard.document)):
+            first = seen.setdefault(test, shard.path)
+            if first != shard.path:
+                raise UsageError(
+                    f"the test {test!r} is in two shard reports, {first} and {shard.path}: shards split a suite, so "
+                    "each test runs in one of them (a report passed twice, or a split that gives a test to two "
+                    "shards?)")
+    first_shard = shards[0]
+    for name, what in SAME_JUDGE:
+        mine = getattr(first_shard.document.settings, name)
+        for shard in shards[1:]:
+            theirs = getattr(shard.document.settings, name)
+            if name == "prompt_version" and "" in (mine, theirs):
+                continue  # a report written before the version was kept: nothing to compare
+            if theirs != mine:
+                raise UsageError(
+                    f"the shard reports were not judged alike: {first_shard.path} has {what} {mine!r}, {shard.path} "
+                    f"has {theirs!r}; their scores are not comparable. Run every shard with the same settings")
+    digests = [(s.path, s.document.judge().judge_prompt_digest) for s in shards]
+    known = [(path, d) for path, d in digests if d]  # a report written before digests were kept: nothing to compare
+    other = next(((path, d) for path, d in known if d != known[0][1]), None)
+    if other is not None:
+        raise UsageError(f"the shard reports were not judged alike: {known[0][0]} was judged with a judge prompt of "
+                         f"sha256 {known[0][1][:12]}, {other[0]} with {other[1][:12]}; their scores are not "
+                         "comparable. Run every shard with the same judge prompt")
+    rounds = {s.path: (s.document.confirmation.rounds if s.document.confirmation else 0) for s in shards}
+    if len(set(rounds.values())) > 1:
+        raise UsageError("the shard reports were not judged alike: --bineval-confirm differs ("
+                         + ", ".join(f"{p}: {k}" for p, k in rounds.items())
+                         + "). Run every shard with the same settings")
+
+
+def merge_shards(shards: Sequence[Shard], *, expect: int | None = None) -> ReportDocument:
+    """The merged report of ``shards`` (checked by :func:`check_shards`); ``expect``: the number of shards the
+    suite was split into (fewer reports make the merged report partial)."""
+    if expect is not None and len(shards) > expect:
+        raise UsageError(f"{len(shards)} shard reports given, but --expect says the suite has {expect} shards")
+    check_shards(shards)
+    ledger = RunLedger()
+    for shard in shards:
+        ledger.merge(RunLedger.of_document(shard.document))
+    reasons = [f"shard {s.path}: {s.document.partial_reason or 'cut short'}" for s in shards if s.document.partial]
+    if expect is not None and len(shards) < expect:
+        reasons.insert(0, f"{expect - len(shards)} of {expect} shard reports missing")
+    notes = []
+    compared = [s.path for s in shards if s.document.regressions is not None]
+    if compared:
+        notes.append(f"bineval: the comparisons with a baseline that {', '.join(compared)} hold are not merged (each "
+                     "shard saw the other shards' tests as removed): compare the merged report with bineval report "
+                     "MERGED.json --baseline BASE.json")
+    optimize: list[OptimizeOutcome] = [o for s in shards for o in s.document.optimize or []]
+    first = shards[0].document.judge()
+    judged_by = JudgedBy.of_records(ledger.records, model=first.model, prompt_version=first.prompt_version,
+                                    judge_prompt=first.judge_prompt, judge_prompt_digest=first.judge_prompt_digest)
+    confirmed = [s.document.confirmation for s in shards if s.document.confirmation is not None]
+    return ledger.document(shards[0].document.settings, notes=notes, partial="; ".join(reasons) or None,
+                           optimize=optimize or None, judged_by=judged_by,
+                           confirm=(confirmed[0].rounds, confirmed[0].level) if confirmed else None)
+
+
+def merge_reports(paths: Sequence[str | os.PathLike[str]], *, expect: int | None = None) -> ReportDocument:
+    """:func:`merge_shards` of the report files ``paths``."""
+    return merge_shards(load_shards(paths), expect=expect)
