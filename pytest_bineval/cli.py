@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
+from .gate_stats import DEFAULT_ALPHA
+from .kinds import FAIL_ON
 from .models import STRATEGIES
 from .redaction import redact_obj
 from .settings import Settings, add_setting_arguments, number_in, settings_from_args
@@ -169,9 +171,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         base = ReportDocument.load(args.baseline)
         diff = diff_runs(base.evaluations, document.evaluations, baseline=args.baseline,
-                         tolerance=args.tolerance or 0.0, created=base.created, generator=base.generator)
+                         tolerance=args.tolerance or 0.0, created=base.created, generator=base.generator,
+                         alpha=args.alpha, fail_on=args.fail_on_regression or "significant",
+                         judged=(base.judge(), document.judge()))
     else:  # the run's own comparison, when it was made with --bineval-baseline
         diff = document.regressions
+        if diff is not None and args.fail_on_regression:  # the gate asked for here, on the run's comparison
+            diff = diff.model_copy(update={"fail_on": args.fail_on_regression})
     if diff is not None:  # before anything else: answers that changed with the judge are no news about outputs
         for line in diff.judged_differently:
             print(f"bineval report: judged differently: {line}")
@@ -418,9 +424,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rootdir", metavar="DIR", default=".",
                    help="the pytest rootdir of the run, which the report's file locations are relative to (for the "
                         "annotations; default: the current directory)")
-    p.add_argument("--fail-on-regression", action="store_true",
-                   help="exit 1 when the comparison finds regressions or score drops beyond --tolerance (as "
+    p.add_argument("--fail-on-regression", nargs="?", const="significant", default=None, choices=FAIL_ON,
+                   help="exit 1 when the comparison finds a dimension that regressed significantly (McNemar's "
+                        "exact test at --alpha); =any: any regressed question or score drop beyond --tolerance (as "
                         "--bineval-fail-on-regression): the gate of a CI job")
+    p.add_argument("--alpha", default=DEFAULT_ALPHA,
+                   type=number_in(float, 0.0, 1.0, above=True,
+                                  range_text="alpha is a significance level within (0, 1]"),
+                   help=f"with --baseline: significance level of the gate's tests (default {DEFAULT_ALPHA}, as "
+                        "--bineval-alpha)")
     p.set_defaults(func=cmd_report)
 
     _add_cache_parser(sub)

@@ -99,8 +99,6 @@ def parse_fail_on(text: str) -> FailOn | None:
 
 parse_alpha = number_in(float, 0.0, 1.0, above=True, range_text="alpha is a significance level within (0, 1]")
 
-parse_alpha = number_in(float, 0.0, 1.0, above=True, range_text="alpha is a significance level within (0, 1]")
-
 # A score difference within [0, 1] (--bineval-regression-tolerance).
 parse_tolerance = number_in(float, 0.0, 1.0, range_text="a tolerance is a score difference within [0, 1]")
 

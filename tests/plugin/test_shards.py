@@ -167,18 +167,23 @@ def test_merged_report_gates_and_writes_the_summary_and_the_pr_comment(
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     capsys.readouterr()
     comment = tmp_path / "comment.md"
-    assert main(["report", merged, "--baseline", base, "--fail-on-regression", "--pr-comment", str(comment),
+    assert main(["report", merged, "--baseline", base, "--fail-on-regression=any", "--pr-comment", str(comment),
                  "--html", str(tmp_path / "merged.html")]) == 1
     out, err = capsys.readouterr()
     assert f"compared with {base}: 1 regressed question(s) (yes -> no)" in out
     gate = "1 regression and 1 score drop beyond tolerance 0.00 vs baseline"
     assert f"::error title=bineval%3A regressions against the baseline::{gate}" in out
     assert "::error title=bineval%3A t.py%3A%3Atest_y below threshold::fluency 0.00 < 0.50" in out
-    assert f"bineval report: failed: {gate} {base} (--fail-on-regression)" in err
+    assert f"bineval report: failed: {gate} {base} (--fail-on-regression=any)" in err
     assert "**Session failed**" in summary.read_text(encoding="utf-8")
     assert comment.read_text(encoding="utf-8").startswith(f"## bineval: **{gate} {base}**")
     # the same comparison without the gate: exit 0; and a gate with nothing to compare with is a usage error
     assert main(["report", merged, "--baseline", base, "--github", "off"]) == 0
+    # the bare gate acts on significant regressions only: one flip of one question is within noise
+    assert main(["report", merged, "--baseline", base, "--fail-on-regression", "--github", "off"]) == 0
+    with pytest.raises(SystemExit) as exit_:
+        main(["report", merged, "--baseline", base, "--fail-on-regression", "--alpha", "2"])
+    assert exit_.value.code == 2 and "alpha is a significance level within (0, 1], not 2.0" in capsys.readouterr().err
     assert main(["report", a, "--baseline", a, "--fail-on-regression", "--github", "off"]) == 0
     capsys.readouterr()
     assert main(["report", merged, "--fail-on-regression", "--github", "off"]) == 2

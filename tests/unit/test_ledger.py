@@ -25,7 +25,8 @@ def _ledger(name: str, calls: int) -> RunLedger:
                      unscored=[UnscoredTest.build(f"t.py::{name}-x", "NoTaskError", "no task")],
                      failed_tests={f"t.py::{name}"}, ran_tests={f"t.py::{name}"},
                      collected_tests={f"t.py::{name}", "t.py::deselected"}, rerun_evaluations=calls,
-                     dimensions_checked={name}, marker_threshold_keys={f"k-{name}"}, notes=[f"note {name}"],
+                     dimensions_checked={name}, dimensions_defined={f"d-{name}"}, marker_threshold_keys={f"k-{name}"},
+                     notes=[f"note {name}"],
                      confirm_cost=ConfirmCost(questions=2 * calls, reasked=calls, reasks=calls,
                                               usage=Usage(llm_calls=calls)))
 
