@@ -364,11 +364,18 @@ class Totals(BaseModel):
     failed_requests: int = Field(default=0, description="requests that gave no usable reply")
     cache_hits: int = 0
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = Field(default=0, description="of the prompt tokens, read from providers' prompt "
+                                                             "caches")
+    cache_write_tokens: int = Field(default=0, description="of the prompt tokens, written to providers' prompt "
+                                                           "caches")
     completion_tokens: int = 0
     cost_usd: float | None = None
     unpriced_requests: int = Field(default=0, description="replies whose cost is unknown (not in cost_usd)")
     structured_output: dict[str, str] = Field(
         default_factory=dict, description="models whose provider rejected json_schema -> the form used instead")
+    below_cache_minimum: dict[str, int] = Field(
+        default_factory=dict, description="models -> evaluations whose shared prompt prefix is below the "
+                                          "provider's minimum for prompt caching")
     unpinned_checklists: int = 0
     pinned_checklists_written: int = 0
     unstable_questions: int = Field(default=0, description="questions whose repeats got both answers")
@@ -402,10 +409,13 @@ class Totals(BaseModel):
             failed_requests=usage.failed_requests,
             cache_hits=usage.cache_hits,
             prompt_tokens=usage.prompt_tokens,
+            cached_prompt_tokens=usage.cached_prompt_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
             completion_tokens=usage.completion_tokens,
             cost_usd=usage.cost_usd,
             unpriced_requests=usage.unpriced_requests,
             structured_output=dict(usage.structured_output),
+            below_cache_minimum=dict(usage.below_cache_minimum),
             unpinned_checklists=unpinned,
             pinned_checklists_written=pins_written,
             unstable_questions=sum(len(r.unstable()) for r in recs),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
+from ..llm.caching import CACHE_MINIMUM_TOKENS
 from ..models import Verdict, cost_text
 from ..record import (
     CHANGE_KINDS,
@@ -103,6 +104,14 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
     return show_controls(buf.getvalue().rstrip("\n"))
 
 
+def prompt_cache_text(tot: Totals) -> str:
+    """`` (1500 cached, 200 written to cache)`` after the prompt tokens, or "" when no provider cache was used."""
+    parts = [f"{tot.cached_prompt_tokens} cached"] if tot.cached_prompt_tokens else []
+    if tot.cache_write_tokens:
+        parts.append(f"{tot.cache_write_tokens} written to cache")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                   regressions: RegressionReport | None = None, unscored: Sequence[UnscoredTest] = (), *,
                   checklists: ChecklistGeneration | None = None) -> list[Line]:
@@ -138,7 +147,8 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         f"evaluations: {tot.evaluations} ({tot.passed} passed, {tot.failed} below threshold, "
         f"{tot.errors} judge error), questions: {tot.questions}, judge errors: {tot.judge_errors}, "
         f"requests: {tot.llm_calls}{failed}, cache hits: {tot.cache_hits}, "
-        f"tokens: {tot.prompt_tokens} prompt + {tot.completion_tokens} completion, cost: {cost}",
+        f"tokens: {tot.prompt_tokens} prompt{prompt_cache_text(tot)} + {tot.completion_tokens} completion, "
+        f"cost: {cost}",
         {"bold": True},
     ))
     if checklists is not None and (checklists.usage.llm_calls or checklists.usage.cache_hits):
@@ -154,6 +164,10 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
     if tot.rerun_evaluations:
         lines.append((f"re-runs: {_n(tot.rerun_evaluations, 'evaluation')} of earlier attempts replaced by the "
                       "last attempt's (their requests are counted above)", {"yellow": True}))
+    for model, count in sorted(tot.below_cache_minimum.items()):
+        lines.append((f"prompt caching: {_n(count, 'evaluation')} judged by {model} share a prompt prefix shorter "
+                      f"than the provider's minimum of {CACHE_MINIMUM_TOKENS} tokens for caching, so each question "
+                      "pays for it in full (a longer source or output is cached)", {"yellow": True}))
     for model, form in sorted(tot.structured_output.items()):
         what = "no response_format at all, JSON asked for in the prompt" if form == "prompt" else form
         lines.append((f"judge {model}: structured output (json_schema) not supported, using {what}",
