@@ -38,6 +38,7 @@ class RunLedger:
     unscored: list[UnscoredTest] = field(default_factory=list, metadata=_models(UnscoredTest))
     failed_tests: set[str] = field(default_factory=set)  # ids of the tests whose call failed (or errored)
     rerun_evaluations: int = 0  # records of attempts a re-run plugin replaced (dropped from records)
+    budget_refused: int = 0  # evaluations and checklists the merged-in engines refused (--bineval-budget spent)
     dimensions_checked: set[str] = field(default_factory=set)  # by any assertion of the run
     marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds
     notes: list[str] = field(default_factory=list)  # problems met, shown at the end of the run

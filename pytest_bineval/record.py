@@ -376,6 +376,8 @@ class Totals(BaseModel):
     below_cache_minimum: dict[str, int] = Field(
         default_factory=dict, description="models -> evaluations whose shared prompt prefix is below the "
                                           "provider's minimum for prompt caching")
+    budget_refused: int = Field(default=0, description="evaluations and checklist generations refused because "
+                                                       "--bineval-budget was spent (their tests are errors)")
     unpinned_checklists: int = 0
     pinned_checklists_written: int = 0
     unstable_questions: int = Field(default=0, description="questions whose repeats got both answers")
@@ -389,7 +391,7 @@ class Totals(BaseModel):
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0,
            regressions: RegressionReport | None = None, unscored: int = 0, reruns: int = 0,
-           unpinned: int | None = None) -> Totals:
+           unpinned: int | None = None, budget_refused: int = 0) -> Totals:
         """``unpinned``: the pin entries a run's unpinned or stale checklists would be (the plugin knows them);
         None: estimated from the records."""
         recs = list(records)
@@ -416,6 +418,7 @@ class Totals(BaseModel):
             unpriced_requests=usage.unpriced_requests,
             structured_output=dict(usage.structured_output),
             below_cache_minimum=dict(usage.below_cache_minimum),
+            budget_refused=budget_refused,
             unpinned_checklists=unpinned,
             pinned_checklists_written=pins_written,
             unstable_questions=sum(len(r.unstable()) for r in recs),
@@ -450,6 +453,7 @@ class ReportSettings(BaseModel):
     judge_prompt: str | None = None
     repeats: int | None = None
     gate: Gate | None = None
+    budget: str | None = Field(default=None, description="--bineval-budget: dollars (0.50) or tokens (200000tok)")
 
 
 class OptimizeOutcome(BaseModel):

@@ -142,8 +142,9 @@ class BinevalService:
         return self.ledger.records
 
     @classmethod
-    def create(cls, options: Options, rootpath: Path) -> BinevalService:
-        """Paths of the options are resolved against the rootdir (not the current directory)."""
+    def create(cls, options: Options, rootpath: Path, *, workers: int = 1) -> BinevalService:
+        """Paths of the options are resolved against the rootdir (not the current directory); ``workers``: the
+        pytest-xdist workers of the run (each keeps budget / workers, see :mod:`.budget`)."""
         s = options.settings
         cache_dir = Path(os.path.expanduser(s.cache_dir))
         if not cache_dir.is_absolute():
@@ -152,7 +153,7 @@ class BinevalService:
         if s.judge_prompt is not None:
             path = Path(os.path.expanduser(s.judge_prompt))
             judge_prompt = str(path if path.is_absolute() else rootpath / path)
-        settings = s.with_overrides(cache_dir=str(cache_dir), judge_prompt=judge_prompt)
+        settings = s.with_overrides(cache_dir=str(cache_dir), judge_prompt=judge_prompt, budget_workers=workers)
         try:
             engine = Engine(settings)
         except UsageError as exc:  # the only file the engine reads up front
@@ -331,7 +332,8 @@ class BinevalService:
         ledger = self.ledger
         return Totals.of(ledger.records, self.usage(), pins_written=len(set(ledger.pins_written)),
                          regressions=self.regressions, unscored=len(ledger.unscored),
-                         reruns=ledger.rerun_evaluations, unpinned=len(ledger.unpinned))
+                         reruns=ledger.rerun_evaluations, unpinned=len(ledger.unpinned),
+                         budget_refused=self.engine.budget_refused + ledger.budget_refused)
 
     def report_document(self, optimized: list[OptimizeOutcome] | None = None, *,
                         partial: str | None = None) -> ReportDocument:
@@ -341,7 +343,7 @@ class BinevalService:
         settings = ReportSettings(model=s.judge_model, checklist_model=s.generator_model, cache=s.cache,
                                   temperature=s.temperature, concurrency=s.concurrency, timeout=s.timeout,
                                   retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
-                                  repeats=s.repeats, gate=self.options.gate)
+                                  repeats=s.repeats, gate=self.options.gate, budget=s.budget)
         ledger = self.ledger
         notes = [*ledger.notes, *self.threshold_notes()]
         if self.options.fail_on_regression and not self.options.baseline:
@@ -357,7 +359,8 @@ class BinevalService:
     # -- pytest-xdist: a worker's ledger, merged by the controller ------------------------------------------
     def worker_payload(self) -> str:
         """This worker's ledger, its engine's usage included."""
-        return RunLedger(usage=self.usage(), checklist_usage=self.checklist_usage()).merge(self.ledger).dumps()
+        return RunLedger(usage=self.usage(), checklist_usage=self.checklist_usage(),
+                         budget_refused=self.engine.budget_refused).merge(self.ledger).dumps()
 
     def merge_worker(self, payload: str) -> None:
         self.ledger.merge(RunLedger.loads(payload))

@@ -112,11 +112,24 @@ def prompt_cache_text(tot: Totals) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+def budget_line(budget: str, tot: Totals) -> Line:
+    """How much of the suite the budget let be judged, and what was spent against it."""
+    from ..budget import parse_budget
+
+    b = parse_budget(budget)
+    spent = (cost_text(tot.cost_usd, tot.unpriced_requests) if b.unit == "usd"
+             else f"{tot.prompt_tokens + tot.completion_tokens:,} tokens")
+    if not tot.budget_refused:
+        return (f"budget {b.text()}: {spent} spent; every evaluation was judged", {})
+    return (f"budget {b.text()} reached: {spent} spent; {_n(tot.evaluations, 'evaluation')} judged, "
+            f"{tot.budget_refused} refused (their tests are errors: not judged)", {"red": True, "bold": True})
+
+
 def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                   regressions: RegressionReport | None = None, unscored: Sequence[UnscoredTest] = (), *,
-                  checklists: ChecklistGeneration | None = None) -> list[Line]:
+                  checklists: ChecklistGeneration | None = None, budget: str | None = None) -> list[Line]:
     """(text, markup) lines of the end-of-run summary; ``checklists``: what checklist generation spent (part of
-    the totals, carried by no record)."""
+    the totals, carried by no record); ``budget``: the run's --bineval-budget."""
     lines: list[Line] = []
     for u in unscored:  # errored before any evaluation: no score, and no pass either
         lines.append((f"NOT SCORED {u.test}: {u.error}: {one_line(u.message)}", {"red": True, "bold": True}))
@@ -158,6 +171,8 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         lines.append((f"of which checklist generation: {_n(checklists.generated, 'checklist')}, requests: "
                       f"{spent.llm_calls}{failed}, cache hits: {spent.cache_hits}, tokens: {spent.prompt_tokens} "
                       f"prompt + {spent.completion_tokens} completion, cost: {cost}", {}))
+    if budget is not None:
+        lines.append(budget_line(budget, tot))
     if tot.unscored_tests:
         lines.append((f"tests not scored: {tot.unscored_tests} (errored before any evaluation)",
                       {"red": True, "bold": True}))

@@ -37,7 +37,8 @@ class TerminalSummary:
             if document.evaluations or document.unscored or regressions is not None:
                 terminalreporter.write_sep("=", "bineval summary")
                 for text, markup in summary_lines(document.evaluations, document.totals, regressions,
-                                                  document.unscored, checklists=document.checklists):
+                                                  document.unscored, checklists=document.checklists,
+                                                  budget=document.settings.budget):
                     terminalreporter.write_line(text, **markup)
                 for label, path in log.written:
                     terminalreporter.write_line(f"{label}: {path}")

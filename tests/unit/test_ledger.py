@@ -22,7 +22,8 @@ def _ledger(name: str, calls: int) -> RunLedger:
                      checklist_usage=Usage(llm_calls=1, prompt_tokens=calls), checklists_generated=1,
                      pins_written=[f"pin-{name}"], unpinned={f"u-{name}", "shared"},
                      unscored=[UnscoredTest.build(f"t.py::{name}-x", "NoTaskError", "no task")],
-                     failed_tests={f"t.py::{name}"}, rerun_evaluations=calls, dimensions_checked={name},
+                     failed_tests={f"t.py::{name}"}, rerun_evaluations=calls, budget_refused=calls,
+                     dimensions_checked={name},
                      marker_threshold_keys={f"k-{name}"}, notes=[f"note {name}"])
 
 
@@ -35,7 +36,7 @@ def test_merge_adds_every_field_of_the_other_ledger() -> None:
     assert merged.unpinned == {"u-a", "u-b", "shared"}
     assert [u.test for u in merged.unscored] == ["t.py::a-x", "t.py::b-x"]
     assert merged.failed_tests == {"t.py::a", "t.py::b"}
-    assert merged.rerun_evaluations == 3
+    assert merged.rerun_evaluations == merged.budget_refused == 3
     assert merged.dimensions_checked == {"a", "b"}
     assert merged.marker_threshold_keys == {"k-a", "k-b"}
     assert merged.notes == ["note a", "note b"]
