@@ -55,7 +55,9 @@ class Budget:
 
     def text(self, amount: float | None = None) -> str:
         value = self.amount if amount is None else amount
-        return f"${value:.4f}" if self.unit == "usd" else f"{value:,.0f} tokens"
+        if self.unit == "usd":
+            return f"${value:.4f}"
+        return f"{value:,.0f} tokens" if float(value).is_integer() else f"{value:,.1f} tokens"
 
     def limit_text(self) -> str:
         """``$0.0500`` or, on a worker, ``$0.0250 (this worker's share of $0.0500 over 2 workers)``."""

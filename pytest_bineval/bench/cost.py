@@ -156,6 +156,7 @@ class Row:
     cached: float
     completion: float
     billed: dict[str, float]
+    explanation_share: float  # of the prompt tokens, those of explanation requests (which re-send the prompt)
 
 
 def _row(method: str, groups: list[list[Request]], reported_cached: float) -> Row:
@@ -163,8 +164,10 @@ def _row(method: str, groups: list[list[Request]], reported_cached: float) -> Ro
     bills: dict[str, float] = {}
     for label, model, kind in PROVIDERS:
         bills[label] = sum(billed(g, kind, _ratios(model)) for g in groups) / n
-    return Row(method, sum(len(g) for g in groups) / n, sum(r.prompt for g in groups for r in g) / n,
-               reported_cached / n, sum(r.completion for g in groups for r in g) / n, bills)
+    prompt = sum(r.prompt for g in groups for r in g)
+    explained = sum(r.prompt for g in groups for r in g if r.kind == "explanation")
+    return Row(method, sum(len(g) for g in groups) / n, prompt / n, reported_cached / n,
+               sum(r.completion for g in groups for r in g) / n, bills, explained / max(1, prompt))
 
 
 def measure_cost(items: list[Any], *, settings: Any = None) -> dict[str, Any]:
@@ -252,7 +255,8 @@ def render_cost(result: dict[str, Any]) -> str:
                      f"{rows[0]['prompt'] / max(1, rows[1]['prompt']):.1f}x | | | "
                      + " | ".join(f"{rows[0]['billed'][k] / max(1e-9, one[k]):.1f}x" for k in labels) + " |")
         lines.append("")
-        lines.append("Billed: tokens in input-token units at each provider's price ratios from litellm's table "
+        lines.append(f"Explanation requests re-send {rows[0]['explanation_share']:.0%} of bineval's prompt tokens. "
+                     "Billed: tokens in input-token units at each provider's price ratios from litellm's table "
                      "(cache read, cache write, output); tokens are characters / 4 at the recording server.")
     else:
         lines.append("| per assertion (as the server reported) | requests | prompt tokens | cached | completion tokens "

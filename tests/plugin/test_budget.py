@@ -61,7 +61,7 @@ def test_budget_under_xdist_is_a_share_per_worker(pytester: pytest.Pytester) -> 
     # each worker judges its first evaluation (nothing spent yet), then its share, 0.5 tokens, is spent
     result.assert_outcomes(passed=2, errors=4)
     result.stdout.fnmatch_lines([
-        "*BudgetReachedError: the budget is reached: * tokens spent of 0 tokens (this worker's share of 1 tokens "
+        "*BudgetReachedError: the budget is reached: * tokens spent of 0.5 tokens (this worker's share of 1 tokens "
         "over 2 workers)*",
         "budget 1 tokens reached: * spent; 2 evaluations judged, 4 refused*",
     ])
