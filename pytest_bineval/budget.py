@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import BinevalError
+from .errors import BudgetReachedError
 
 __all__ = ["Budget", "BudgetReachedError", "budget_value", "parse_budget"]
 
@@ -35,10 +35,6 @@ _DOLLARS = re.compile(r"\$?\s*(\d+(?:\.\d*)?|\.\d+)")
 _TOKENS = re.compile(r"(\d+(?:\.\d*)?)\s*([kKmM]?)\s*tok(?:ens?)?")
 _SCALE = {"": 1, "k": 1_000, "m": 1_000_000}
 SYNTAX = "dollars like 0.50 or $0.50, or tokens like 200000tok, 200ktok or 2Mtok"
-
-
-class BudgetReachedError(BinevalError):
-    """The run's budget (``--bineval-budget``) is spent: this evaluation (or checklist) was not made."""
 
 
 @dataclass(frozen=True)

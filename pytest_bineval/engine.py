@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 from . import checklist as _checklist
 from . import judge as _judge
-from .budget import Budget, BudgetReachedError, parse_budget
+from .budget import Budget, parse_budget
 from .dimensions import DimensionsArg
-from .errors import BinevalError, InputTooLargeError
+from .errors import BinevalError, BudgetReachedError, InputTooLargeError
 from .llm.cache import ResponseCache
 from .llm.client import LLMClient, ModelSettings
 from .llm.local import is_embedded
