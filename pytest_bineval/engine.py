@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 from . import checklist as _checklist
 from . import confirm as _confirm
 from . import judge as _judge
+from .budget import Budget, parse_budget
 from .dimensions import DimensionsArg
-from .errors import BinevalError, InputTooLargeError
+from .errors import BinevalError, BudgetReachedError, InputTooLargeError
 from .llm.cache import ResponseCache
 from .llm.client import LLMClient, ModelSettings
 from .llm.local import is_embedded
@@ -59,6 +60,12 @@ class Engine:
         # assert_passes may run in several threads of one test (each with its event loop): the running total is
         # updated under this lock, so that no request, token or cache hit of a concurrent evaluation is lost
         self._usage_lock = threading.Lock()
+        s = self.settings
+        self.budget: Budget | None = None
+        if s.budget is not None:
+            b = parse_budget(s.budget)
+            self.budget = Budget(b.amount, b.unit, workers=max(1, s.budget_workers))
+        self.budget_refused = 0  # evaluations and checklist generations refused: the budget was spent
         self.formats = FormatNegotiator()
         self._judge_prompt: Prompt | None = None
         self._similarity: dict[tuple[str, float | None], Similarity | None] = {}  # loaded once (MiniLM: 90 MB)
@@ -82,6 +89,18 @@ class Engine:
                 self.checklist_usage = self.checklist_usage + usage
             if confirm is not None:
                 self.confirm_cost = self.confirm_cost + confirm
+
+    def check_budget(self) -> None:
+        """Raise :class:`BudgetReachedError` (and count the refusal) when the budget is spent (:mod:`.budget`)."""
+        if self.budget is None:
+            return
+        with self._usage_lock:
+            u = self.usage
+            why = self.budget.refusal(u.cost_usd, u.prompt_tokens + u.completion_tokens, u.unpriced_requests)
+            if why is not None:
+                self.budget_refused += 1
+        if why is not None:
+            raise BudgetReachedError(why)
 
     def client(self, model: str, *, repeat: int = 0, deadline: float | None = None) -> LLMClient:
         """A client of ``model`` sharing this engine's cache and negotiation; ``repeat`` > 0 keys its cache entries
@@ -119,6 +138,7 @@ class Engine:
                          qworld: QworldConfig | None = None) -> Checklist:
         """A checklist: per task (``strategy="bineval"``) or per ``question`` (``"qworld"``, ``"qworld-lite"``;
         ``qworld``: its config, default from the settings)."""
+        self.check_budget()
         name = model or self.settings.generator_model
         config = None
         if strategy != "bineval":
@@ -140,6 +160,7 @@ class Engine:
                         question_first: bool = False, explain: ExplainMode | None = None) -> Evaluation:
         """Judge ``output``; ``prompt``: an evaluator prompt for this call (default: the settings' judge prompt,
         else the packaged one); ``explain``: the explain mode for this call (default: the settings')."""
+        self.check_budget()
         name = model or self.settings.judge_model
         # The embedded model is one in-process instance: ask its questions back to back.
         embedded = is_embedded(name)

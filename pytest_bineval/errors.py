@@ -47,6 +47,11 @@ class InputTooLargeError(BinevalError, ValueError):
         self.usage = usage
 
 
+class BudgetReachedError(BinevalError):
+    """The run's budget (``--bineval-budget``) is spent: the evaluation (or checklist) was not made (see
+    :mod:`pytest_bineval.budget`)."""
+
+
 class PinError(BinevalError):
     """A pinned checklist file is unreadable or malformed, or (``--bineval-strict``) missing or stale."""
 

@@ -165,6 +165,18 @@ def missing_source_message(test: str, questions: Sequence[Question]) -> str:
             f"assert_passes(output, ..., source=...), or check dimensions whose questions do not need it.")
 
 
+def shared_prefix(messages: list[dict[str, Any]], blank: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """Where the part of ``messages`` every question of an assertion shares ends: (index of the first message that
+    differs from ``blank``, the same messages rendered for an empty question, and the characters they have in
+    common), or None when they share nothing (``question_first``)."""
+    for index, (mine, theirs) in enumerate(zip(messages, blank, strict=False)):
+        a, b = str(mine.get("content") or ""), str(theirs.get("content") or "")
+        if a != b:
+            chars = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+            return (index, chars) if index or chars else None
+    return None
+
+
 def explanation_messages(messages: list[dict[str, Any]], answer_reply: str) -> list[dict[str, Any]]:
     """The explanation request of the ``turns`` shape: the answer request's messages, the model's answer
     reply, and the packaged follow-up turn."""
@@ -186,7 +198,8 @@ class _Answer:
     volunteered: str  # an explanation given with the answer (turns shape, non-strict providers)
 
 
-async def _answer(client: LLMClient, messages: list[dict[str, Any]], shape: Shape) -> tuple[_Answer, Usage]:
+async def _answer(client: LLMClient, messages: list[dict[str, Any]], shape: Shape,
+                  prefix: tuple[int, int] | None = None) -> tuple[_Answer, Usage]:
     if shape == "prefill":
         reply = await client.complete_text(
             [*messages, {"role": "assistant", "content": ANSWER_PREFILL, "prefix": True}],
@@ -200,14 +213,14 @@ async def _answer(client: LLMClient, messages: list[dict[str, Any]], shape: Shap
         return _Answer(answer, p_yes, reply.text, ""), reply.usage
     json_reply = await client.uncached().complete_json(
         messages, schema_name="verdict", schema=ANSWER_SCHEMA, validate=_answer_field,
-        max_tokens=ANSWER_MAX_TOKENS, want_p_yes=True,
+        max_tokens=ANSWER_MAX_TOKENS, want_p_yes=True, cache_prefix=prefix,
     )
     answer, volunteered = json_reply.value
     return _Answer(answer, json_reply.p_yes, json_reply.raw, volunteered), json_reply.usage
 
 
 async def _explanation(client: LLMClient, messages: list[dict[str, Any]], shape: Shape,
-                       first: _Answer) -> tuple[str, Usage]:
+                       first: _Answer, prefix: tuple[int, int] | None = None) -> tuple[str, Usage]:
     if shape == "prefill":
         reply = await client.complete_text(
             [*messages, {"role": "assistant", "content": explanation_prefill(first.answer), "prefix": True}],
@@ -218,7 +231,7 @@ async def _explanation(client: LLMClient, messages: list[dict[str, Any]], shape:
         return first.volunteered[:EXPLANATION_MAX], Usage()
     json_reply = await client.uncached().complete_json(
         explanation_messages(messages, first.reply), schema_name="explanation", schema=EXPLANATION_SCHEMA,
-        validate=_explanation_field, max_tokens=EXPLANATION_MAX_TOKENS + 16,
+        validate=_explanation_field, max_tokens=EXPLANATION_MAX_TOKENS + 16, cache_prefix=prefix,
     )
     return json_reply.value[:EXPLANATION_MAX], json_reply.usage
 
@@ -240,10 +253,12 @@ def _cached_verdict(entry: dict[str, Any] | None) -> tuple[Literal["yes", "no"],
 
 
 async def judge_question(client: LLMClient, messages: list[dict[str, Any]], question: Question,
-                         explain: ExplainMode = "failing") -> tuple[Verdict, Usage]:
+                         explain: ExplainMode = "failing",
+                         prefix: tuple[int, int] | None = None) -> tuple[Verdict, Usage]:
     """One verdict: from the cache, else an answer request and, when ``explain`` wants one, an
     explanation request. A failed answer is an error verdict; a failed explanation keeps the answer and
-    says why the explanation is missing (and is not cached)."""
+    says why the explanation is missing (and is not cached). ``prefix``: where the messages' shared part ends
+    (:func:`shared_prefix`; a prompt-cache breakpoint for providers that need one)."""
     base: dict[str, Any] = {"question_id": question.id, "dimension": question.dimension,
                             "question": question.text, "explain": explain}
     key = verdict_key(client, messages, explain)
@@ -254,13 +269,13 @@ async def judge_question(client: LLMClient, messages: list[dict[str, Any]], ques
                 Usage(cache_hits=1, cost_usd=0.0))
     shape: Shape = "prefill" if client.continues_prefill() else "turns"
     try:
-        first, usage = await _answer(client, messages, shape)
+        first, usage = await _answer(client, messages, shape, prefix)
     except CallError as exc:
         return Verdict(**base, answer="error", error=exc.cause), exc.usage or Usage()
     explanation = ""
     if wants_explanation(explain, first.answer):
         try:
-            explanation, more = await _explanation(client, messages, shape, first)
+            explanation, more = await _explanation(client, messages, shape, first, prefix)
         except CallError as exc:
             usage = usage + (exc.usage or Usage())
             return (Verdict(**base, answer=first.answer, p_yes=first.p_yes,
@@ -291,6 +306,8 @@ async def judge(
     check_output(output, source)
     semaphore = asyncio.Semaphore(max(1, concurrency))
     stop = asyncio.Event()  # set by a question that raised: the questions not asked yet are not asked
+    blank = judge_messages(checklist.task, source, output, Question(id="", dimension="", text=""),
+                           question_first=question_first, prompt=prompt)
 
     async def ask(q: Question) -> tuple[Verdict, Usage] | None:
         if q.check is not None:  # code answers it: the judge is never asked
@@ -301,7 +318,7 @@ async def judge(
             messages = judge_messages(checklist.task, source, output, q, question_first=question_first,
                                       prompt=prompt)
             try:
-                return await judge_question(client, messages, q, explain)
+                return await judge_question(client, messages, q, explain, shared_prefix(messages, blank))
             except Exception:
                 stop.set()
                 raise
@@ -312,6 +329,8 @@ async def judge(
     results = [o for o in outcomes if o is not None]  # None: not asked, another question had raised
     usage = Usage.total([*(u for _, u in results), *(usage_of_error(e) for e in failures)])
     usage.seconds = loop.time() - started
+    # counted per evaluation: an assertion whose shared prefix is too short to be cached is one, whatever its size
+    usage.below_cache_minimum = dict.fromkeys(usage.below_cache_minimum, 1)
     if failures:
         exc = next((e for e in failures if isinstance(e, InputTooLargeError)), failures[0])
         if not isinstance(exc, InputTooLargeError):

@@ -61,6 +61,7 @@ class RunLedger:
     ran_tests: set[str] = field(default_factory=set)  # ids of the tests whose call ran (a baseline's others: not run)
     collected_tests: set[str] = field(default_factory=set)  # ids collected, deselected ones included
     rerun_evaluations: int = 0  # records of attempts a re-run plugin replaced (dropped from records)
+    budget_refused: int = 0  # evaluations and checklists the merged-in engines refused (--bineval-budget spent)
     dimensions_checked: set[str] = field(default_factory=set)  # by any assertion of the run
     marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds
     dimensions_defined: set[str] = field(default_factory=set)  # named by the markers of every collected test
@@ -81,7 +82,7 @@ class RunLedger:
     def totals(self, regressions: RegressionReport | None = None) -> Totals:
         return Totals.of(self.records, self.usage, pins_written=len(set(self.pins_written)),
                          regressions=regressions, unscored=len(self.unscored), reruns=self.rerun_evaluations,
-                         unpinned=len(self.unpinned))
+                         unpinned=len(self.unpinned), budget_refused=self.budget_refused)
 
     def document(self, settings: ReportSettings, *, regressions: RegressionReport | None = None,
                  optimize: list[OptimizeOutcome] | None = None, notes: Sequence[str] = (),
@@ -113,14 +114,17 @@ class RunLedger:
         t, records = document.totals, document.evaluations
         usage = Usage(llm_calls=t.llm_calls, failed_requests=t.failed_requests, cache_hits=t.cache_hits,
                       prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, cost_usd=t.cost_usd,
-                      unpriced_requests=t.unpriced_requests, structured_output=dict(t.structured_output))
+                      unpriced_requests=t.unpriced_requests, structured_output=dict(t.structured_output),
+                      cached_prompt_tokens=t.cached_prompt_tokens, cache_write_tokens=t.cache_write_tokens,
+                      below_cache_minimum=dict(t.below_cache_minimum))
         return cls(
             records=list(records), usage=usage, checklist_usage=document.checklists.usage,
             checklists_generated=document.checklists.generated,
             pins_written=sorted({repr(pin_key(r)) for r in records if r.checklist_status == "written"}),
             unpinned={repr(pin_key(r)) for r in records if r.checklist_status in ("unpinned", "stale")},
             unscored=list(document.unscored), failed_tests=set(document.failed_tests),
-            rerun_evaluations=t.rerun_evaluations, dimensions_checked={d.name for r in records for d in r.dimensions},
+            rerun_evaluations=t.rerun_evaluations, budget_refused=t.budget_refused,
+            dimensions_checked={d.name for r in records for d in r.dimensions},
             notes=list(document.notes), pin_actions=list(document.pins), confirm_cost=_confirm_cost(document),
         )
 

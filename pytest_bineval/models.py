@@ -292,6 +292,10 @@ def _weaker_form(a: str | None, b: str | None) -> str | None:
     return a if order.get(a, -1) >= order.get(b, -1) else b
 
 
+def _added(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in sorted({*a, *b})}
+
+
 class Usage(BaseModel):
     """What an operation cost. ``llm_calls`` counts every request sent to a model, failed ones included
     (``failed_requests`` of them gave no usable reply: an error, a timeout, an unparseable answer)."""
@@ -299,7 +303,12 @@ class Usage(BaseModel):
     llm_calls: int = Field(default=0, description="requests sent to a model, failed ones included")
     failed_requests: int = Field(default=0, description="requests that gave no usable reply")
     cache_hits: int = 0
-    prompt_tokens: int = 0
+    prompt_tokens: int = Field(default=0, description="prompt tokens, those read from or written to a provider's "
+                                                   "prompt cache included")
+    cached_prompt_tokens: int = Field(default=0, description="of the prompt tokens, those the provider read from its "
+                                                             "prompt cache (billed at its cache-read price)")
+    cache_write_tokens: int = Field(default=0, description="of the prompt tokens, those the provider wrote to its "
+                                                           "prompt cache (Anthropic; billed at its cache-write price)")
     completion_tokens: int = 0
     cost_usd: float | None = Field(default=None, description="the summed cost of the priced replies (None: none)")
     unpriced_requests: int = Field(default=0, description="replies whose cost litellm does not know (not in "
@@ -308,6 +317,10 @@ class Usage(BaseModel):
     structured_output: dict[str, str] = Field(
         default_factory=dict,
         description="models whose provider rejected a structured-output form -> the form used instead")
+    below_cache_minimum: dict[str, int] = Field(
+        default_factory=dict,
+        description="models -> evaluations whose shared prompt prefix is shorter than the provider's minimum for "
+                    "prompt caching (estimated from the replies' prompt tokens): that prefix is billed in full")
 
     def __add__(self, other: Usage) -> Usage:
         cost: float | None
@@ -323,11 +336,14 @@ class Usage(BaseModel):
             failed_requests=self.failed_requests + other.failed_requests,
             cache_hits=self.cache_hits + other.cache_hits,
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens + other.cached_prompt_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cost_usd=cost,
             unpriced_requests=self.unpriced_requests + other.unpriced_requests,
             seconds=self.seconds + other.seconds,
             structured_output=forms,
+            below_cache_minimum=_added(self.below_cache_minimum, other.below_cache_minimum),
         )
 
     def since(self, before: Usage) -> Usage:
@@ -340,12 +356,17 @@ class Usage(BaseModel):
             failed_requests=self.failed_requests - before.failed_requests,
             cache_hits=self.cache_hits - before.cache_hits,
             prompt_tokens=self.prompt_tokens - before.prompt_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens - before.cached_prompt_tokens,
+            cache_write_tokens=self.cache_write_tokens - before.cache_write_tokens,
             completion_tokens=self.completion_tokens - before.completion_tokens,
             cost_usd=cost,
             unpriced_requests=self.unpriced_requests - before.unpriced_requests,
             seconds=self.seconds - before.seconds,
             structured_output={m: f for m, f in self.structured_output.items()
                                if before.structured_output.get(m) != f},
+            below_cache_minimum={m: n - before.below_cache_minimum.get(m, 0)
+                                 for m, n in self.below_cache_minimum.items()
+                                 if n > before.below_cache_minimum.get(m, 0)},
         )
 
     @staticmethod

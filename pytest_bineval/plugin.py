@@ -72,7 +72,8 @@ def _service(config: pytest.Config) -> BinevalService:
         from .session import BinevalService
 
         try:
-            service = BinevalService.create(config.stash[OPTIONS], config.rootpath)
+            workers = int(getattr(config, "workerinput", {}).get("workercount", 1) or 1)
+            service = BinevalService.create(config.stash[OPTIONS], config.rootpath, workers=workers)
             if not _is_worker(config):  # the controller compares the merged records with the baseline
                 service.load_baseline()
         except BinevalError as exc:  # e.g. an unreadable --bineval-judge-prompt or --bineval-baseline

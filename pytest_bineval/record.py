@@ -431,11 +431,20 @@ class Totals(BaseModel):
     failed_requests: int = Field(default=0, description="requests that gave no usable reply")
     cache_hits: int = 0
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = Field(default=0, description="of the prompt tokens, read from providers' prompt "
+                                                             "caches")
+    cache_write_tokens: int = Field(default=0, description="of the prompt tokens, written to providers' prompt "
+                                                           "caches")
     completion_tokens: int = 0
     cost_usd: float | None = None
     unpriced_requests: int = Field(default=0, description="replies whose cost is unknown (not in cost_usd)")
     structured_output: dict[str, str] = Field(
         default_factory=dict, description="models whose provider rejected json_schema -> the form used instead")
+    below_cache_minimum: dict[str, int] = Field(
+        default_factory=dict, description="models -> evaluations whose shared prompt prefix is below the "
+                                          "provider's minimum for prompt caching")
+    budget_refused: int = Field(default=0, description="evaluations and checklist generations refused because "
+                                                       "--bineval-budget was spent (their tests are errors)")
     unpinned_checklists: int = 0
     pinned_checklists_written: int = 0
     unstable_questions: int = Field(default=0, description="questions whose repeats got both answers")
@@ -449,7 +458,7 @@ class Totals(BaseModel):
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0,
            regressions: RegressionReport | None = None, unscored: int = 0, reruns: int = 0,
-           unpinned: int | None = None) -> Totals:
+           unpinned: int | None = None, budget_refused: int = 0) -> Totals:
         """``unpinned``: the pin entries a run's unpinned or stale checklists would be (the plugin knows them);
         None: estimated from the records."""
         recs = list(records)
@@ -469,10 +478,14 @@ class Totals(BaseModel):
             failed_requests=usage.failed_requests,
             cache_hits=usage.cache_hits,
             prompt_tokens=usage.prompt_tokens,
+            cached_prompt_tokens=usage.cached_prompt_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
             completion_tokens=usage.completion_tokens,
             cost_usd=usage.cost_usd,
             unpriced_requests=usage.unpriced_requests,
             structured_output=dict(usage.structured_output),
+            below_cache_minimum=dict(usage.below_cache_minimum),
+            budget_refused=budget_refused,
             unpinned_checklists=unpinned,
             pinned_checklists_written=pins_written,
             unstable_questions=sum(len(r.unstable()) for r in recs),
@@ -512,6 +525,7 @@ class ReportSettings(BaseModel):
                                 "(empty in reports written before it was kept)")
     repeats: int | None = None
     gate: Gate | None = None
+    budget: str | None = Field(default=None, description="--bineval-budget: dollars (0.50) or tokens (200000tok)")
 
 
 class OptimizeOutcome(BaseModel):

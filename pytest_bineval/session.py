@@ -142,8 +142,9 @@ class BinevalService:
         return self.ledger.records
 
     @classmethod
-    def create(cls, options: Options, rootpath: Path) -> BinevalService:
-        """Paths of the options are resolved against the rootdir (not the current directory)."""
+    def create(cls, options: Options, rootpath: Path, *, workers: int = 1) -> BinevalService:
+        """Paths of the options are resolved against the rootdir (not the current directory); ``workers``: the
+        pytest-xdist workers of the run (each keeps budget / workers, see :mod:`.budget`)."""
         s = options.settings
         cache_dir = Path(os.path.expanduser(s.cache_dir))
         if not cache_dir.is_absolute():
@@ -152,7 +153,7 @@ class BinevalService:
         if s.judge_prompt is not None:
             path = Path(os.path.expanduser(s.judge_prompt))
             judge_prompt = str(path if path.is_absolute() else rootpath / path)
-        settings = s.with_overrides(cache_dir=str(cache_dir), judge_prompt=judge_prompt)
+        settings = s.with_overrides(cache_dir=str(cache_dir), judge_prompt=judge_prompt, budget_workers=workers)
         try:
             engine = Engine(settings)
         except UsageError as exc:  # the only file the engine reads up front
@@ -371,7 +372,8 @@ class BinevalService:
     def _run_ledger(self) -> RunLedger:
         """The run's ledger with this process's engine's usage in it."""
         return RunLedger(usage=self.engine.usage, checklist_usage=self.engine.checklist_usage,
-                         confirm_cost=self.engine.confirm_cost).merge(self.ledger)
+                         confirm_cost=self.engine.confirm_cost,
+                         budget_refused=self.engine.budget_refused).merge(self.ledger)
 
     def judged_by(self) -> JudgedBy:
         """What judged this run: the judge model(s), the judge prompt (its digest), the prompts' version, and the
@@ -393,7 +395,8 @@ class BinevalService:
         settings = ReportSettings(model=s.judge_model, checklist_model=s.generator_model, cache=s.cache,
                                   temperature=s.temperature, concurrency=s.concurrency, timeout=s.timeout,
                                   retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
-                                  prompt_version=prompt_version(), repeats=s.repeats, gate=self.options.gate)
+                                  prompt_version=prompt_version(), repeats=s.repeats, gate=self.options.gate,
+                                  budget=s.budget)
         notes = [*self.cache_notes(), *self.threshold_notes()]
         if self.options.fail_on_regression and not self.options.baseline:
             notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
+from .budget import budget_value
 from .errors import UsageError
 from .kinds import EXPLAIN_MODES, ExplainMode
 from .llm.cache import CACHE_MODES, CacheMode
@@ -166,7 +167,13 @@ class Settings:
     qworld_similarity: str = field(default="lexical", metadata=_opt(
         "criteria='qworld': duplicate pre-filter of the review step: lexical, minilm (the [embeddings] extra), "
         "embedding:<litellm model>, or off", similarity_value, "MEASURE"))
+    budget: str | None = field(default=None, metadata=_opt(
+        "stop spending once this much is spent (checklists and judging): dollars (0.50 or $0.50, litellm's prices) "
+        "or tokens (200000tok, 200ktok, 2Mtok) for models without a price; the evaluations after that are errors "
+        "saying so, never passes; under pytest-xdist each of N workers keeps to budget / N", budget_value,
+        "AMOUNT", shown="none"))
     extra: dict[str, Any] = field(default_factory=dict)  # extra litellm parameters (Python API only)
+    budget_workers: int = 1  # the processes sharing the budget (pytest-xdist workers): each keeps budget / N
 
     def __post_init__(self) -> None:
         for f in fields(self):

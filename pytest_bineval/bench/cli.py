@@ -14,6 +14,7 @@ from .rubrics import RUBRICS, add_rubric_arguments
 from .specs import CUSTOM, METHODS, CustomData, dataset_names
 
 CHECKS = "checks"  # the check catalogue on IFBench, the extractor on IFEval (bench/checks.py; no model)
+COST = "cost"  # requests, tokens and billing per assertion vs a one-call metric (bench/cost.py)
 
 __all__ = ["add_bench_parser", "cmd_bench", "config_from_args"]
 
@@ -26,6 +27,8 @@ examples:
       --score-key human.quality --task "Answer the customer's question politely."
   bineval bench rubrics --data healthbench.jsonl --limit 20 --strategy qworld --model openai/gpt-4o-mini
   bineval bench checks   (the check catalogue vs IFBench's verifier, the extractor vs IFEval; no model)
+  bineval bench cost --limit 8   (requests, tokens, billing per assertion vs a one-call metric; a recording
+      fake server, or --model openai/smollm2 --api-base URL for a server of your own)
 Results go to --out DIR as <dataset>-<model>.json and .md; the markdown table is printed.
 Every model call is cached (--cache-dir), so rerunning a command resumes an interrupted run.
 """
@@ -54,10 +57,11 @@ def add_bench_parser(sub: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dataset", choices=[*dataset_names(), RUBRICS, CHECKS],
+    p.add_argument("dataset", choices=[*dataset_names(), RUBRICS, CHECKS, COST],
                    help=f"the benchmark data set; {RUBRICS}: criteria generated per question against a reference "
                         f"rubric (--data FILE); {CHECKS}: the check catalogue on IFBench and the extractor on IFEval "
-                        "(code only, no model)")
+                        f"(code only, no model); {COST}: requests, tokens and billing per assertion beside a "
+                        "one-call G-Eval-style metric, on SummEval summaries")
     p.add_argument(
         "--method",
         action="append",
@@ -128,6 +132,11 @@ def add_bench_parser(sub: Any) -> None:
     add_rubric_arguments(p)
     p.add_argument_group(f"check catalogue (DATASET = {CHECKS}; --data-dir, --out apply)").add_argument(
         "--details", action="store_true", help="also print every disagreement, missed and wrong extraction")
+    p.add_argument_group(f"hosted-path cost (DATASET = {COST}; --limit (default 8), --data-dir, --out, --model, "
+                         "--api-base apply)").add_argument(
+        "--join-articles", type=int, default=1, metavar="K",
+        help="each source is the summary's article and the next K-1 articles (SummEval's are ~500 tokens: K=3 "
+             "makes a source past the 1024-token caching minimum; default: 1)")
     # --model, --api-base, --cache, --cache-dir, --concurrency, ...: the engine's Settings, defaults and all
     add_setting_arguments(p.add_argument_group("model and cache"))
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -257,6 +266,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .checks import cmd_checks
 
         return cmd_checks(args)
+    if args.dataset == COST:
+        from .cost import cmd_cost
+
+        return cmd_cost(args)
     config = config_from_args(args)
     result = result_document(asyncio.run(run_bench(config)))
     markdown = render_markdown(result)

@@ -12,13 +12,16 @@ from typing import Any
 def import_litellm() -> Any:
     """Import litellm lazily and offline-safe.
 
-    litellm downloads a price list when it is imported unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set, so
-    it is set here, right before the import and only when the caller has not set it: importing
+    litellm downloads a price list when it is imported unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set (and its
+    Anthropic provider a beta-headers list unless ``LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS`` is), so they are set
+    here, right before the import and only when the caller has not set it: importing
     pytest-bineval leaves the environment alone; only a process that reaches a model imports litellm.
     litellm is made quiet (:func:`quiet`) when this is its first import.
     """
     first = "litellm" not in sys.modules
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # and its Anthropic provider fetches a beta-headers list from GitHub at the first request unless told not to
+    os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
     # litellm's provider modules load lazily and pydantic warns about their ReadOnly TypedDicts: noise
     # for our users, filtered by its exact message (pytest applies the same filter through the plugin).
     warnings.filterwarnings("ignore", message=r".*ReadOnly.*qualifier", category=UserWarning)

@@ -27,6 +27,7 @@ from ..prompting import prompt_version
 from ..redaction import redact, replace_surrogates, secrets_of_params
 from ._litellm import import_litellm
 from .cache import REPLAY_MISS, ResponseCache, cache_key
+from .caching import cache_minimum, needs_breakpoints, with_breakpoint
 from .http import CrossHostRedirect, openai_client, warn_plain_http_key
 from .local import cut_generations, is_embedded
 from .negotiation import Form, FormatNegotiator, format_for, response_format
@@ -322,10 +323,13 @@ class LLMClient:
         max_tokens: int,
         want_p_yes: bool = False,
         sampling: dict[str, float] | None = None,
+        cache_prefix: tuple[int, int] | None = None,
     ) -> Reply[T]:
         """One JSON reply validated by ``validate`` (which raises ValueError on a bad one).
 
         ``sampling``: extra OpenAI-style decoding parameters (e.g. ``presence_penalty``), part of the key.
+        ``cache_prefix``: (message index, characters) where the part every question shares ends: a prompt-cache
+        breakpoint there for providers that need one (:mod:`.caching`; not part of the key).
         Raises :class:`CallError` (cause redacted, usage attached) when no usable reply came within the retries
         and the deadline, :class:`InputTooLargeError` when the prompt does not fit the model's context.
         """
@@ -339,14 +343,16 @@ class LLMClient:
             value = validate(parse_json_object(parts.content))
             return value, p_yes_from_logprobs(parts.logprobs) if want_p_yes else None
 
-        (value, p_yes), parts, usage = await self.send(request, read, schema=(schema_name, schema))
+        (value, p_yes), parts, usage = await self.send(request, read, schema=(schema_name, schema),
+                                                       cache_prefix=cache_prefix)
         reply = Reply(value, parts.content, p_yes, usage, cached=False)
         if self.cache is not None:
             self.cache.set(key, {"content": reply.raw, "p_yes": reply.p_yes})
         return reply
 
     async def send(self, request: dict[str, Any], read: Callable[[ReplyParts], R], *,
-                   schema: tuple[str, dict[str, Any]] | None = None) -> tuple[R, ReplyParts, Usage]:
+                   schema: tuple[str, dict[str, Any]] | None = None,
+                   cache_prefix: tuple[int, int] | None = None) -> tuple[R, ReplyParts, Usage]:
         """Send ``request`` until ``read`` accepts a reply (it raises ValueError/TypeError/KeyError on an unusable
         one), or the retries or the deadline run out; every request is counted in the usage returned.
 
@@ -354,7 +360,8 @@ class LLMClient:
         (:class:`BinevalEncodingWarning`); ``schema`` (name, JSON schema): ask for structured output in the form
         the session's negotiation has found the provider takes, and add a correction turn after an unusable
         reply; failures are classified and retried by :mod:`.retry`. Raises :class:`CallError` (cause redacted,
-        usage attached) or :class:`InputTooLargeError`.
+        usage attached) or :class:`InputTooLargeError`. ``cache_prefix``: where the shared part of the messages
+        ends (see :meth:`complete_json`).
         """
         policy = self.settings.policy
         model = self.settings.model
@@ -391,7 +398,8 @@ class LLMClient:
                 usage.structured_output[model] = form
             usage.llm_calls += 1
             wait_for = min(policy.timeout, remaining)
-            outgoing = {**request, "messages": convo, "timeout": wait_for}
+            sent = with_breakpoint(convo, cache_prefix) if cache_prefix and needs_breakpoints(model) else convo
+            outgoing = {**request, "messages": sent, "timeout": wait_for}
             if schema is not None:
                 outgoing = self._with_form(outgoing, form, *schema)
             try:
@@ -430,6 +438,8 @@ class LLMClient:
                 attempt += 1
                 continue
             usage = usage + _usage_of(response, model)
+            if cache_prefix is not None:
+                usage = usage + _short_prefix(response, model, self.settings.api_base, base_messages, cache_prefix)
             content, finish = "", None
             try:
                 parts = reply_parts(response)
@@ -510,17 +520,49 @@ class LLMClient:
         return model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY")
 
 
+def cache_tokens(u: Any) -> tuple[int, int]:
+    """(prompt tokens read from the provider's prompt cache, prompt tokens written to it) of a reply's usage:
+    OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens`` (litellm carries both forms; either one is read, never both added)."""
+    if u is None:
+        return 0, 0
+    details = get(u, "prompt_tokens_details")
+    read = _int(get(u, "cache_read_input_tokens")) or _int(get(details, "cached_tokens"))
+    written = _int(get(u, "cache_creation_input_tokens")) or _int(get(details, "cache_creation_tokens"))
+    return read, written
+
+
 def _usage_of(response: Any, model: str) -> Usage:
     """Tokens and cost of a response of ``model`` (requests are counted by the caller). Cost: litellm's price list
-    for a model it knows, looked up quietly; None ("unknown") for any other model and for a transport's."""
+    for a model it knows, looked up quietly (cached tokens at its cache prices); None ("unknown") for any other
+    model, for a transport's, and for cached tokens of a model whose cache prices litellm does not know."""
     u = get(response, "usage")
-    cost = None if transport_for(model) is not None else _cost(response)
+    read, written = cache_tokens(u)
+    cost = None if transport_for(model) is not None else _cost(response, read, written)
     return Usage(
         prompt_tokens=_int(get(u, "prompt_tokens")) if u is not None else 0,
+        cached_prompt_tokens=read,
+        cache_write_tokens=written,
         completion_tokens=_int(get(u, "completion_tokens")) if u is not None else 0,
         cost_usd=cost,
         unpriced_requests=int(cost is None),
     )
+
+
+def _short_prefix(response: Any, model: str, api_base: str | None, messages: list[dict[str, str]],
+                  at: tuple[int, int]) -> Usage:
+    """``below_cache_minimum`` of one reply: its shared prefix (the reply's prompt tokens, in proportion to the
+    prefix's share of the characters) is shorter than the provider's minimum for prompt caching."""
+    minimum = cache_minimum(model, api_base)
+    prompt_tokens = _int(get(get(response, "usage"), "prompt_tokens"))
+    if minimum is None or not prompt_tokens:
+        return Usage()
+    lengths = [len(str(m.get("content") or "")) for m in messages]
+    index, chars = at
+    shared = sum(lengths[:index]) + chars
+    if prompt_tokens * shared / max(1, sum(lengths)) >= minimum:
+        return Usage()
+    return Usage(below_cache_minimum={model: 1})
 
 
 def _int(value: Any) -> int:
@@ -530,16 +572,20 @@ def _int(value: Any) -> int:
         return 0
 
 
-def _cost(response: Any) -> float | None:
+def _cost(response: Any, cache_read: int = 0, cache_write: int = 0) -> float | None:
     try:
         litellm = import_litellm()
         model = str(get(response, "model") or "")
         hidden = getattr(response, "_hidden_params", None) or {}
         provider = hidden.get("custom_llm_provider") if isinstance(hidden, dict) else None
         known = litellm.model_cost
-        candidates = {model, f"{provider}/{model}" if provider else model}
-        if not any(c in known for c in candidates):
+        candidates = [c for c in (model, f"{provider}/{model}" if provider else model) if c in known]
+        if not candidates:
             return None
+        prices = known[candidates[0]]
+        if (cache_read and prices.get("cache_read_input_token_cost") is None) or (
+                cache_write and prices.get("cache_creation_input_token_cost") is None):
+            return None  # cached tokens at a price litellm does not know: unpriced, never a guess
         return float(litellm.completion_cost(completion_response=response))
     except Exception:
         return None

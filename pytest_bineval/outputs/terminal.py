@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
+from ..llm.caching import CACHE_MINIMUM_TOKENS
 from ..models import Verdict, cost_text
 from ..record import (
     CHANGE_KINDS,
@@ -107,12 +108,34 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
     return show_controls(buf.getvalue().rstrip("\n"))
 
 
+def prompt_cache_text(tot: Totals) -> str:
+    """`` (1500 cached, 200 written to cache)`` after the prompt tokens, or "" when no provider cache was used."""
+    parts = [f"{tot.cached_prompt_tokens} cached"] if tot.cached_prompt_tokens else []
+    if tot.cache_write_tokens:
+        parts.append(f"{tot.cache_write_tokens} written to cache")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def budget_line(budget: str, tot: Totals) -> Line:
+    """How much of the suite the budget let be judged, and what was spent against it."""
+    from ..budget import parse_budget
+
+    b = parse_budget(budget)
+    spent = (cost_text(tot.cost_usd, tot.unpriced_requests) if b.unit == "usd"
+             else f"{tot.prompt_tokens + tot.completion_tokens:,} tokens")
+    if not tot.budget_refused:
+        return (f"budget {b.text()}: {spent} spent; every evaluation was judged", {})
+    return (f"budget {b.text()} reached: {spent} spent; {_n(tot.evaluations, 'evaluation')} judged, "
+            f"{tot.budget_refused} refused (their tests are errors: not judged)", {"red": True, "bold": True})
+
+
 def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                   regressions: RegressionReport | None = None, unscored: Sequence[UnscoredTest] = (), *,
                   checklists: ChecklistGeneration | None = None,
-                  confirmation: ConfirmationSummary | None = None) -> list[Line]:
+                  confirmation: ConfirmationSummary | None = None, budget: str | None = None) -> list[Line]:
     """(text, markup) lines of the end-of-run summary; ``checklists``: what checklist generation spent (part of
-    the totals, carried by no record); ``confirmation``: what --bineval-confirm did and cost."""
+    the totals, carried by no record); ``confirmation``: what --bineval-confirm did and cost; ``budget``: the
+    run's --bineval-budget."""
     lines: list[Line] = []
     for u in unscored:  # errored before any evaluation: no score, and no pass either
         lines.append((f"NOT SCORED {u.test}: {u.error}: {one_line(u.message)}", {"red": True, "bold": True}))
@@ -145,7 +168,8 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         f"evaluations: {tot.evaluations} ({tot.passed} passed, {tot.failed} below threshold, "
         f"{tot.errors} judge error), questions: {tot.questions}, judge errors: {tot.judge_errors}, "
         f"requests: {tot.llm_calls}{failed}, cache hits: {tot.cache_hits}, "
-        f"tokens: {tot.prompt_tokens} prompt + {tot.completion_tokens} completion, cost: {cost}",
+        f"tokens: {tot.prompt_tokens} prompt{prompt_cache_text(tot)} + {tot.completion_tokens} completion, "
+        f"cost: {cost}",
         {"bold": True},
     ))
     if confirmation is not None:
@@ -157,12 +181,18 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         lines.append((f"of which checklist generation: {_n(checklists.generated, 'checklist')}, requests: "
                       f"{spent.llm_calls}{failed}, cache hits: {spent.cache_hits}, tokens: {spent.prompt_tokens} "
                       f"prompt + {spent.completion_tokens} completion, cost: {cost}", {}))
+    if budget is not None:
+        lines.append(budget_line(budget, tot))
     if tot.unscored_tests:
         lines.append((f"tests not scored: {tot.unscored_tests} (errored before any evaluation)",
                       {"red": True, "bold": True}))
     if tot.rerun_evaluations:
         lines.append((f"re-runs: {_n(tot.rerun_evaluations, 'evaluation')} of earlier attempts replaced by the "
                       "last attempt's (their requests are counted above)", {"yellow": True}))
+    for model, count in sorted(tot.below_cache_minimum.items()):
+        lines.append((f"prompt caching: {_n(count, 'evaluation')} judged by {model} share a prompt prefix shorter "
+                      f"than the provider's minimum of {CACHE_MINIMUM_TOKENS} tokens for caching, so each question "
+                      "pays for it in full (a longer source or output is cached)", {"yellow": True}))
     for model, form in sorted(tot.structured_output.items()):
         what = "no response_format at all, JSON asked for in the prompt" if form == "prompt" else form
         lines.append((f"judge {model}: structured output (json_schema) not supported, using {what}",

@@ -38,7 +38,8 @@ class TerminalSummary:
                 terminalreporter.write_sep("=", "bineval summary")
                 for text, markup in summary_lines(document.evaluations, document.totals, regressions,
                                                   document.unscored, checklists=document.checklists,
-                                                  confirmation=document.confirmation):
+                                                  confirmation=document.confirmation,
+                                                  budget=document.settings.budget):
                     terminalreporter.write_line(text, **markup)
                 for text, markup in pin_lines(document.pins):  # --bineval-update-checklists
                     terminalreporter.write_line(text, **markup)

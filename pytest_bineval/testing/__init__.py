@@ -11,7 +11,18 @@ See docs/testing.md. Importing this package imports neither litellm nor a model.
 
 from __future__ import annotations
 
-from .faults import Action, FaultServer, Hang, Received, Reply, Reset, completion, error_body, wait_until
+from .faults import (
+    Action,
+    FaultServer,
+    Hang,
+    Received,
+    Reply,
+    Reset,
+    anthropic_message,
+    completion,
+    error_body,
+    wait_until,
+)
 from .scripted import Request, Rule, ScriptedModel, ScriptedProviderError
 
 __all__ = [
@@ -25,6 +36,7 @@ __all__ = [
     "Rule",
     "ScriptedModel",
     "ScriptedProviderError",
+    "anthropic_message",
     "completion",
     "error_body",
     "wait_until",

@@ -1,6 +1,7 @@
 """A scripted OpenAI-compatible server on 127.0.0.1 (stdlib ``http.server``) that misbehaves on purpose.
 
-It serves ``POST /v1/chat/completions`` (and ``GET /v1/models``) and answers each request as its
+It serves ``POST /v1/chat/completions`` (or the paths it is given: ``/v1/messages`` for a fake Anthropic Messages
+API, see :func:`anthropic_message`), and ``GET /v1/models``, and answers each request as its
 ``respond`` function says: a JSON body with any status and headers, raw bytes, a hang, or a reset
 connection. It records every request it receives, so a test can compare the number of requests the
 server saw with the number the plugin counted. The fault matrix (:mod:`pytest_bineval.bench.reliability`)
@@ -67,15 +68,30 @@ def completion(content: str | None, *, finish_reason: str = "stop", model: str =
     }
 
 
+def anthropic_message(text: str, *, model: str = "claude-fault", input_tokens: int = 10, output_tokens: int = 5,
+                      cache_read: int = 0, cache_write: int = 0) -> dict[str, Any]:
+    """An Anthropic Messages API reply body (``POST /v1/messages``) with one text block; ``input_tokens`` are the
+    uncached ones, ``cache_read`` / ``cache_write`` the prompt tokens read from / written to its prompt cache."""
+    return {
+        "id": "msg_fault", "type": "message", "role": "assistant", "model": model,
+        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                  "cache_read_input_tokens": cache_read, "cache_creation_input_tokens": cache_write},
+    }
+
+
 def error_body(message: str, kind: str = "server_error", code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 class FaultServer:
-    """``with FaultServer(respond) as server:`` ... ``server.base_url`` (``http://127.0.0.1:<port>/v1``)."""
+    """``with FaultServer(respond) as server:`` ... ``server.base_url`` (``http://127.0.0.1:<port>/v1``).
+    ``paths``: the POST paths answered by ``respond`` (any other is a 404); ``/v1/messages`` makes it a fake
+    Anthropic endpoint (litellm's ``anthropic/`` provider with ``api_base=server.root_url``)."""
 
-    def __init__(self, respond: Responder) -> None:
+    def __init__(self, respond: Responder, *, paths: tuple[str, ...] = ("/chat/completions",)) -> None:
         self.respond = respond
+        self.paths = paths
         self.received: list[Received] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -89,10 +105,18 @@ class FaultServer:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     @property
+    def root_url(self) -> str:
+        """``http://127.0.0.1:<port>`` (an Anthropic ``api_base``: litellm adds ``/v1/messages``)."""
+        return self.base_url.removesuffix("/v1")
+
+    def answers(self, path: str) -> bool:
+        return path.split("?", 1)[0].rstrip("/").endswith(self.paths)
+
+    @property
     def requests(self) -> int:
-        """Chat-completion requests received so far."""
+        """Requests received so far on the paths it answers (chat completions, by default)."""
         with self._lock:
-            return sum(r.path.endswith("/chat/completions") for r in self.received)
+            return sum(self.answers(r.path) for r in self.received)
 
     def start(self) -> FaultServer:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -120,7 +144,7 @@ class FaultServer:
     def _record(self, received: Received) -> int:
         with self._lock:
             self.received.append(received)
-            return sum(r.path.endswith("/chat/completions") for r in self.received) - 1
+            return sum(self.answers(r.path) for r in self.received) - 1
 
 
 def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
@@ -145,7 +169,7 @@ def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
                 body = {"_unparseable": raw.decode("utf-8", "replace")}
             received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             index = server._record(received)
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            if not server.answers(self.path):
                 self._send(Reply(404, error_body(f"no route {self.path}", "not_found_error")))
                 return
             action = server.respond(received, index)
@@ -189,5 +213,5 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
     return predicate()
 
 
-__all__ = ["Action", "FaultServer", "Hang", "Received", "Reply", "Reset", "Responder", "completion",
-           "error_body", "wait_until"]
+__all__ = ["Action", "FaultServer", "Hang", "Received", "Reply", "Reset", "Responder", "anthropic_message",
+           "completion", "error_body", "wait_until"]

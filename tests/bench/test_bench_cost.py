@@ -1,0 +1,48 @@
+"""``bineval bench cost``: the recording fake server's figures come from the real request path (requests =
+questions + explanations, the cached tokens it reports reach Usage), and the billing arithmetic per provider."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_bineval.bench.cost import QUESTIONS, Request, billed, joined_sources, measure_cost, render_cost
+from pytest_bineval.bench.datasets import Item
+
+ARTICLE = " ".join(f"Sentence {i}: the council said the bridge on route {i} opened in 1932." for i in range(80))
+
+
+def items(n: int) -> list[Item]:
+    return [Item(id=f"A0:S{i}", group="A0", source=ARTICLE, output=f"The bridge {i} opened in 1932.", human={})
+            for i in range(n)]
+
+
+def test_recording_server_figures_come_from_the_request_path() -> None:
+    result = measure_cost(items(2))
+    bineval, one = result["rows"]
+    no = round(result["no_share"] * 2 * len(QUESTIONS))
+    assert bineval["requests"] == (2 * len(QUESTIONS) + no) / 2  # an explanation request per "no"
+    assert one["requests"] == 1.0
+    # the prefix (~1600 tokens) was seen before from the second question on: cached, as Usage read it
+    assert result["reported"]["bineval"]["cached"] == bineval["cached"] > 0
+    assert result["reported"]["bineval"]["prompt"] == bineval["prompt"]
+    anthropic = "Anthropic claude-haiku-4-5"
+    assert bineval["billed"][anthropic] < bineval["prompt"] / 2  # reads at 0.1x
+    text = render_cost(result)
+    assert "| bineval / one-call | " in text and "billed, Anthropic claude-haiku-4-5" in text
+
+
+def test_billing_ratios() -> None:
+    shared = "x" * 4400  # 1100 tokens
+    group = [Request("answer", 1200, 0, 2, shared + "a" * 400), Request("answer", 1200, 1100, 2, shared + "b" * 400)]
+    ratios = {"read": 0.1, "write": 1.25, "output": 5.0}
+    assert billed(group, "anthropic", ratios) == pytest.approx(1.25 * 1100 + 100 + 0.1 * 1100 + 100 + 20)
+    assert billed(group, "openai", ratios) == pytest.approx(1200 + (1200 - 1024) + 0.1 * 1024 + 20)
+    short = [Request("answer", 600, 0, 2, "y" * 2000), Request("answer", 600, 500, 2, "y" * 2000)]
+    assert billed(short, "anthropic", ratios) == billed(short, "none", ratios) == 1200 + 20  # below the minimum
+
+
+def test_joined_sources_make_a_long_source() -> None:
+    data = [Item(id=f"A{i}:S0", group=f"A{i}", source=f"article {i}", output="s", human={}) for i in range(3)]
+    joined = joined_sources(data, 2)
+    assert [i.source for i in joined] == ["article 0\n\narticle 1", "article 1\n\narticle 2", "article 2\n\narticle 0"]
+    assert joined_sources(data, 1) == data
