@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_bineval import files
+from pytest_bineval.errors import PinError
 from pytest_bineval.files import write_text_atomic
 from pytest_bineval.models import Checklist, Question, Usage
 from pytest_bineval.optimize.lessons import save_history
@@ -121,7 +122,8 @@ def test_every_writer_writes_through_it(tmp_path: Path, umask: Callable[[int], N
     if write is _pins:
         path.write_bytes(before.replace(b"Is it fluent?", b"Was it fluent?"))
         before = path.read_bytes()
-    with pytest.raises(OSError, match="I/O error"):
+    # the pins writer says which pin file it could not write (a PinError), from the OSError
+    with pytest.raises(PinError if write is _pins else OSError, match="I/O error"):
         write(path)
     assert calls == [path] and path.read_bytes() == before and mode(path) == 0o644
     assert [p.name for p in path.parent.iterdir()] == ["out"]
