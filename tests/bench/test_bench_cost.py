@@ -3,10 +3,14 @@ questions + explanations, the cached tokens it reports reach Usage), and the bil
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from pytest_bineval.bench.cost import QUESTIONS, Request, billed, joined_sources, measure_cost, render_cost
 from pytest_bineval.bench.datasets import Item
+from pytest_bineval.cli import main
 
 ARTICLE = " ".join(f"Sentence {i}: the council said the bridge on route {i} opened in 1932." for i in range(80))
 
@@ -46,3 +50,17 @@ def test_joined_sources_make_a_long_source() -> None:
     joined = joined_sources(data, 2)
     assert [i.source for i in joined] == ["article 0\n\narticle 1", "article 1\n\narticle 2", "article 2\n\narticle 0"]
     assert joined_sources(data, 1) == data
+
+
+def test_cli_writes_the_table(tmp_path: Path) -> None:
+    data = tmp_path / "data" / "summeval"
+    data.mkdir(parents=True)
+    rows = [{"article_id": "A0", "summary_id": f"S{i}", "article": ARTICLE, "summary": f"The bridge {i} opened.",
+             "coherence": 3, "consistency": 4, "fluency": 5, "relevance": 3} for i in range(2)]
+    (data / "summeval.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["bench", "cost", "--limit", "1", "--join-articles", "2", "--data-dir", str(tmp_path / "data"),
+                 "--out", str(out)]) == 0
+    table = (out / "cost-recorder.md").read_text(encoding="utf-8")
+    assert "1 summaries" in table and "| one-call G-Eval-style metric | 1.00 |" in table
+    assert json.loads((out / "cost-recorder.json").read_text(encoding="utf-8"))["summaries"] == 1
