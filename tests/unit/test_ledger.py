@@ -23,7 +23,8 @@ def _ledger(name: str, calls: int) -> RunLedger:
                      pins_written=[f"pin-{name}"], unpinned={f"u-{name}", "shared"},
                      unscored=[UnscoredTest.build(f"t.py::{name}-x", "NoTaskError", "no task")],
                      failed_tests={f"t.py::{name}"}, rerun_evaluations=calls, dimensions_checked={name},
-                     marker_threshold_keys={f"k-{name}"}, notes=[f"note {name}"])
+                     marker_threshold_keys={f"k-{name}"}, dimensions_defined={f"d-{name}"},
+                     notes=[f"note {name}"])
 
 
 def test_merge_adds_every_field_of_the_other_ledger() -> None:
@@ -38,6 +39,7 @@ def test_merge_adds_every_field_of_the_other_ledger() -> None:
     assert merged.rerun_evaluations == 3
     assert merged.dimensions_checked == {"a", "b"}
     assert merged.marker_threshold_keys == {"k-a", "k-b"}
+    assert merged.dimensions_defined == {"d-a", "d-b"}
     assert merged.notes == ["note a", "note b"]
     for f in fields(RunLedger):  # a field added later is merged too, or this test names it
         assert getattr(merged, f.name) != getattr(RunLedger(), f.name), f.name
