@@ -107,6 +107,13 @@ def failure_message(record: EvaluationRecord) -> str:
             cost = "" if p is None else (f" (+{p} missed)" if p > 0 else f" ({p} penalty)")
             lines.append(f"  [{v.dimension}]{cost} {inert(v.question)}")
             lines.append(f"      -> no{votes}: {inert(v.reason())}")
+    if record.source is None and failed:
+        from .judge import refers_to_the_input
+
+        blind = [v for v in failed if refers_to_the_input(v.question)]
+        if blind:
+            lines.append(f"note: no source= was given, and {len(blind)} failing question(s) are about the input: they "
+                         "were judged about nothing; pass assert_passes(output, ..., source=...)")
     return "\n".join(lines)
 
 

@@ -142,10 +142,14 @@ class MissingSourceWarning(UserWarning):
     """An assertion was asked without ``source=`` while questions of its checklist are about the input."""
 
 
+def refers_to_the_input(text: str) -> bool:
+    """Whether a question's ``text`` refers to the input (``the input``, ``the source``, ``the article``, ...)."""
+    return _ABOUT_THE_INPUT.search(text) is not None
+
+
 def questions_needing_source(questions: Sequence[Question]) -> list[Question]:
-    """The questions that refer to the input (``the input``, ``the source``, ``the article``, ...): asked without
-    a source, they have nothing to be answered about."""
-    return [q for q in questions if _ABOUT_THE_INPUT.search(q.text)]
+    """The questions that refer to the input: asked without a source, they have nothing to be answered about."""
+    return [q for q in questions if refers_to_the_input(q.text)]
 
 
 def questions_need_source(questions: Sequence[Question]) -> bool:

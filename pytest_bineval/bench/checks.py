@@ -7,7 +7,10 @@
   constraint is *found* when the extractor gives its check (kind and parameters); an extracted check is *correct*
   when it is one of the prompt's reference checks. Recall and precision per constraint kind.
 
-Pure code: no model, no cache; runs in seconds.
+Pure code: no model, no cache; runs in seconds. With ``--with-judge`` the judge (the embedded model unless
+``--model``) is asked the same questions, the covered pairs' checks' questions, about the same responses, and its
+verdicts are compared with the same reference: the checks' agreement beside the judge's (cached, one model call per
+question, answers only).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from ..checks.catalogue import parse_check, run_check
 from ..checks.extract import extract_checks
 from .datasets import PathLike, _data_file, load_ifbench
 
-__all__ = ["cmd_checks", "ifbench_checks", "ifeval_reference", "measure", "render_markdown"]
+__all__ = ["cmd_checks", "ifbench_checks", "ifeval_reference", "measure", "measure_ifbench_judge", "render_markdown"]
 
 Spec = dict[str, Any]
 
@@ -212,6 +215,69 @@ def measure_ifbench(data_dir: PathLike | None = None, variant: str = "strict") -
     }
 
 
+def ifbench_judge_checklist(item_id: str, specs: list[Spec]) -> Any:
+    """The judge's checklist for one covered IFBench pair: the questions its checks answer, asked without the
+    checks (so the judge answers them)."""
+    from ..models import Checklist, Question
+    from .specs import IFBENCH_TASK
+
+    return Checklist(task=IFBENCH_TASK, dimensions={"constraint": "The response follows the prompt's constraint."},
+                     questions=[Question(id=f"constraint-{i}", dimension="constraint", text=parse_check(spec).question)
+                                for i, spec in enumerate(specs, 1)], model="bench checks", prompt_version="")
+
+
+async def _ameasure_judge(items: list[Any], settings: Any) -> dict[str, Any]:
+    import time
+
+    from ..engine import Engine
+    from ..errors import BinevalError
+
+    engine = Engine(settings)
+    by: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # id -> [agree, judged, errors]
+    started = time.monotonic()
+    try:
+        for item in items:
+            instruction_id = item.extra["instruction_id"]
+            specs = ifbench_checks(instruction_id, item.extra["kwargs"] or {})
+            assert specs is not None
+            try:
+                ev = await engine.aevaluate(item.output, ifbench_judge_checklist(item.id, specs), item.source)
+            except BinevalError:
+                by[instruction_id][2] += 1
+                continue
+            if any(v.error for v in ev.verdicts):
+                by[instruction_id][2] += 1
+                continue
+            passed = all(v.answer == "yes" for v in ev.verdicts)
+            by[instruction_id][1] += 1
+            by[instruction_id][0] += passed == item.extra["gold_pass"]
+        usage = engine.usage
+    finally:
+        engine.close()
+    judged = sum(v[1] for v in by.values())
+    agree = sum(v[0] for v in by.values())
+    return {
+        "model": settings.judge_model, "pairs": len(items), "judged": judged, "agree": agree,
+        "errors": sum(v[2] for v in by.values()), "agreement": agree / judged if judged else None,
+        "requests": usage.llm_calls, "cache_hits": usage.cache_hits, "seconds": round(time.monotonic() - started, 1),
+        "by_constraint": {k: {"agree": v[0], "judged": v[1], "errors": v[2]} for k, v in sorted(by.items())},
+    }
+
+
+def measure_ifbench_judge(settings: Any, data_dir: PathLike | None = None, variant: str = "strict",
+                          limit: int | None = None) -> dict[str, Any]:
+    """The judge's verdicts on the questions the checks answer, for the IFBench pairs the catalogue covers (the
+    first ``limit`` of them), against the official verifier: each pair passes when the judge says yes to every one
+    of its checks' questions; a pair with a judge error is counted apart, not as a verdict."""
+    import asyncio
+
+    items = [item for item in load_ifbench(data_dir, variant=variant)  # type: ignore[arg-type]
+             if item.extra["kwargs"] is not None and ifbench_checks(item.extra["instruction_id"],
+                                                                    item.extra["kwargs"] or {}) is not None]
+    return asyncio.run(_ameasure_judge(items[:limit] if limit is not None else items,
+                                       settings.with_overrides(explain="none")))
+
+
 def measure(data_dir: PathLike | None = None) -> dict[str, Any]:
     return {"ifbench": measure_ifbench(data_dir), "ifeval": measure_ifeval(data_dir)}
 
@@ -233,8 +299,22 @@ def render_markdown(result: Mapping[str, Any], command: str = "bineval bench che
         "| IFBench constraint | pairs | agreement |",
         "|---|---|---|",
     ]
-    lines += [f"| `{k}` | {v['handled']} | {_pct(v['agree'], v['handled'])} |"
-              for k, v in ifb["by_constraint"].items()]
+    judge = ifb.get("judge")
+    if judge is None:
+        lines += [f"| `{k}` | {v['handled']} | {_pct(v['agree'], v['handled'])} |"
+                  for k, v in ifb["by_constraint"].items()]
+    else:
+        lines[-4] += (f" The judge `{judge['model']}`, asked the same questions about {judge['pairs']} of those pairs "
+                      f"(answers only; a pair passes when it says yes to each of its checks' questions), agrees with "
+                      f"the verifier on {_pct(judge['agree'], judge['judged'])} ({judge['agree']}/{judge['judged']}; "
+                      f"{judge['errors']} judge errors; {judge['requests']} requests, {judge['cache_hits']} cache "
+                      f"hits, {judge['seconds']} s).")
+        lines[-2:] = ["| IFBench constraint | pairs | checks' agreement | judge's agreement |", "|---|---|---|---|"]
+        for k, v in ifb["by_constraint"].items():
+            j = judge["by_constraint"].get(k, {"agree": 0, "judged": 0, "errors": 0})
+            errors = f" ({j['errors']} errors)" if j["errors"] else ""
+            lines.append(f"| `{k}` | {v['handled']} | {_pct(v['agree'], v['handled'])} | "
+                         f"{_pct(j['agree'], j['judged'])}{errors} |")
     lines += [
         "",
         f"**IFEval** ({ife['prompts']} prompts, {ife['constraints']} constraints): the extractor finds "
@@ -258,6 +338,14 @@ def cmd_checks(args: argparse.Namespace) -> int:
 
     result = measure(args.data_dir)
     command = "bineval bench checks" + (f" --data-dir {args.data_dir}" if args.data_dir else "")
+    if getattr(args, "with_judge", False):
+        from ..settings import settings_from_args
+
+        settings = settings_from_args(args)
+        result["ifbench"]["judge"] = measure_ifbench_judge(settings, args.data_dir, limit=args.limit)
+        command += " --with-judge" + (f" --limit {args.limit}" if args.limit is not None else "")
+        if args.model:
+            command += f" --model {args.model}"
     markdown = render_markdown(result, command)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -130,8 +130,13 @@ def add_bench_parser(sub: Any) -> None:
         help="score scale of the geval method (default: 1 5)",
     )
     add_rubric_arguments(p)
-    p.add_argument_group(f"check catalogue (DATASET = {CHECKS}; --data-dir, --out apply)").add_argument(
+    catalogue = p.add_argument_group(f"check catalogue (DATASET = {CHECKS}; --data-dir, --out apply)")
+    catalogue.add_argument(
         "--details", action="store_true", help="also print every disagreement, missed and wrong extraction")
+    catalogue.add_argument(
+        "--with-judge", action="store_true",
+        help="also ask the judge (--model; default: the embedded model) the questions the checks answer on the "
+             "IFBench pairs they cover (--limit N: the first N), beside the checks' agreement")
     p.add_argument_group(f"hosted-path cost (DATASET = {COST}; --limit (default 8), --data-dir, --out, --model, "
                          "--api-base apply)").add_argument(
         "--join-articles", type=int, default=1, metavar="K",

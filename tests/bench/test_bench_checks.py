@@ -119,3 +119,29 @@ def test_real_data_meets_the_goals() -> None:
     result = measure(data)
     assert result["ifbench"]["handled"] >= 40 and result["ifbench"]["agreement"] >= 0.98
     assert result["ifeval"]["recall"] >= 0.80 and result["ifeval"]["precision"] >= 0.95
+
+
+def test_with_judge_asks_the_checks_questions_and_prints_both_agreements(
+        data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], fake: Any) -> None:
+    """The judge is asked the questions the covered pairs' checks answer (answers only, no explanation), and its
+    agreement with the verifier is printed beside the checks'."""
+    from pytest_bineval.checks.catalogue import parse_check
+
+    whitespace = parse_check({"kind": "regex", "pattern": r"\s", "mode": "absent"}).question
+    fake.answers = {whitespace: "no"}  # the verifier says the response passes: the judge disagrees there
+    out = tmp_path / "out"
+    assert main(["bench", "checks", "--data-dir", str(data_dir), "--out", str(out), "--with-judge",
+                 "--model", fake.model, "--cache-dir", str(tmp_path / "cache")]) == 0
+    printed = capsys.readouterr().out
+    assert [r.question for r in fake.requests] == [parse_check({"kind": "words_between", "min": 3, "max": 5}).question,
+                                                   whitespace]
+    assert fake.calls_of("explanation") == 0
+    assert (f"The judge `{fake.model}`, asked the same questions about 2 of those pairs (answers only; a pair passes "
+            "when it says yes to each of its checks' questions), agrees with the verifier on 0.500 (1/2; 0 judge "
+            "errors; 2 requests, 0 cache hits") in printed
+    assert "| IFBench constraint | pairs | checks' agreement | judge's agreement |" in printed
+    assert "| `format:no_whitespace` | 1 | 0.000 | 0.000 |" in printed
+    assert "| `count:word_count_range` | 1 | 1.000 | 1.000 |" in printed
+    assert (out / "checks.md").read_text().startswith(
+        f"`bineval bench checks --data-dir {data_dir} --with-judge --model {fake.model}`")
+    assert json.loads((out / "checks.json").read_text())["ifbench"]["judge"]["agree"] == 1

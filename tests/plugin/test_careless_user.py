@@ -63,6 +63,18 @@ def test_an_assertion_without_the_input_its_questions_need_warns_once(pytester: 
     assert "1 warning" in out
 
 
+def test_a_failure_without_the_input_says_so_under_its_reasons(pytester: pytest.Pytester) -> None:
+    """The failure message itself (not only the warnings summary) says the failing questions were about an input
+    that was not given."""
+    make_project(pytester, no=("Does the summary name the city mentioned in the article?",))
+    pytester.makepyfile(test_src=NEEDS_INPUT)
+    result = pytester.runpytest("-k", "no_source or with_source")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["E*note: no source= was given, and 1 failing question(s) are about the input: "
+                                 "they were judged about nothing; pass assert_passes(output, ..., source=...)"])
+    assert result.stdout.str().count("note: no source= was given") == 1  # not for test_with_source
+
+
 def test_the_missing_source_warning_outside_pytest_names_assert_passes(tmp_path: Path) -> None:
     """Outside a pytest run there is no test id: the warning names assert_passes, at the user's call."""
     script = tmp_path / "outside.py"

@@ -46,6 +46,7 @@ def test_merge_adds_every_field_of_the_other_ledger() -> None:
     assert merged.rerun_evaluations == merged.budget_refused == 3
     assert merged.dimensions_checked == {"a", "b"}
     assert merged.marker_threshold_keys == {"k-a", "k-b"}
+    assert merged.dimensions_defined == {"d-a", "d-b"}
     assert merged.notes == ["note a", "note b"]
     assert (merged.confirm_cost.questions, merged.confirm_cost.reasks, merged.confirm_cost.usage.llm_calls) == (6, 3, 3)
     for f in fields(RunLedger):  # a field added later is merged too, or this test names it
