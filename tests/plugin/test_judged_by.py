@@ -63,6 +63,8 @@ def test_a_baseline_judged_by_another_model_or_prompt_is_said_first(pytester: py
     comment = (pytester.path / "comment.md").read_text(encoding="utf-8").splitlines()
     assert comment[2] == ("> **Judged differently:** the baseline was judged by pfake/judge, this run by "
                           "pfake/other; an answer that changed may have changed with the judge.")
+    assert comment[3] == ">"  # each sentence a paragraph of the quote
+    assert comment[4].startswith("> **Judged differently:** the baseline was judged with the judge prompt judge.md")
 
     # bineval report says it before anything else
     capsys.readouterr()  # (the in-process runs' output)
