@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Sequence
 from difflib import SequenceMatcher
 
 from .gate_stats import DEFAULT_ALPHA, dimension_test
+from .kinds import FailOn
 from .models import Answer, Verdict
 from .record import (
     CHANGE_KINDS,
@@ -184,7 +185,7 @@ def _eref(r: EvaluationRecord) -> EvaluationRef:
 
 def diff_runs(before: Sequence[EvaluationRecord], after: Sequence[EvaluationRecord], *, baseline: str = "",
               tolerance: float = 0.0, created: str = "", generator: str = "", alpha: float = DEFAULT_ALPHA,
-              fail_on: str = "significant", ran: Collection[str] | None = None,
+              fail_on: FailOn = "significant", ran: Collection[str] | None = None,
               collected: Collection[str] | None = None,
               judged: tuple[JudgedBy, JudgedBy] | None = None) -> RegressionReport:
     """This run's records (``after``) compared with a baseline's (``before``), sorted by evaluation key.

@@ -23,6 +23,7 @@ from ._version import __version__
 from .errors import UsageError
 from .files import write_text_atomic
 from .kinds import GATES as GATES  # re-exported
+from .kinds import FailOn
 from .kinds import Gate as Gate
 from .models import (
     Answer,
@@ -307,7 +308,7 @@ class RegressionReport(BaseModel):
     baseline_generator: str = ""
     tolerance: float = Field(default=0.0, description="score drops up to this much are not counted")
     alpha: float = Field(default=0.05, description="significance level of a dimension's drop (--bineval-alpha)")
-    fail_on: str = Field(default="significant", description="what --bineval-fail-on-regression acts on: significant "
+    fail_on: FailOn = Field(default="significant", description="what --bineval-fail-on-regression acts on: significant "
                          "(dimensions regressed beyond noise) or any (any regression flip or score drop)")
     compared: list[EvaluationDiff] = Field(default_factory=list)
     added: list[EvaluationRef] = Field(default_factory=list, description="evaluations the baseline does not have")

@@ -179,6 +179,8 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
     out = ["## bineval", ""]
     if partial is not None:
         out += [f"**Partial run** ({md(partial)}): only the tests that ran are here; its report is no baseline.", ""]
+    for line in regressions.judged_differently if regressions is not None else []:  # before anything else
+        out += [f"**Judged differently**: {md(line)}; an answer that changed may have changed with the judge.", ""]
     out.append(f"**{_n(totals.evaluations, 'evaluation')}**: {totals.passed} passed, {totals.failed} below "
                f"threshold, {_n(totals.errors, 'judge error')}.")
     if totals.unscored_tests:

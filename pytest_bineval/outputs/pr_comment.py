@@ -153,8 +153,9 @@ def render(document: ReportDocument) -> str:
     out.append(f"## bineval: {headline}")
     if diff is not None and diff.judged_differently:
         out.append("")
-        out += [f"> **Judged differently:** {md(line)}; an answer that changed may have changed with the judge."
-                for line in diff.judged_differently]
+        quoted = [f"> **Judged differently:** {md(line)}; an answer that changed may have changed with the judge."
+                  for line in diff.judged_differently]
+        out += [part for i, line in enumerate(quoted) for part in ([">", line] if i else [line])]  # one paragraph each
     out.append("")
     out.append(f"{_n(t.evaluations, 'evaluation')}: {t.passed} passed, {t.failed} below threshold, "
                f"{_n(t.errors, 'judge error')}" + (f"; {_n(t.unscored_tests, 'test')} not scored"

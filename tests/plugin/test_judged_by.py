@@ -1,6 +1,6 @@
 """#21.3: the report records what judged it (judge model, prompts version, judge-prompt digest, checklist digests),
-and a comparison with a baseline judged otherwise says so first: in the terminal, in ``bineval report`` and in the
-PR comment."""
+and a comparison with a baseline judged otherwise says so first: in the terminal, in ``bineval report``, on the HTML
+page, in the GitHub job summary and in the PR comment."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from support import make_project, report_of
 
 from pytest_bineval.baseline import judge_differences
 from pytest_bineval.cli import main
+from pytest_bineval.outputs.github import step_summary
 from pytest_bineval.prompting import packaged_judge_prompt, prompt_version
 from pytest_bineval.record import JudgedBy, ReportDocument
 
@@ -63,6 +64,8 @@ def test_a_baseline_judged_by_another_model_or_prompt_is_said_first(pytester: py
     comment = (pytester.path / "comment.md").read_text(encoding="utf-8").splitlines()
     assert comment[2] == ("> **Judged differently:** the baseline was judged by pfake/judge, this run by "
                           "pfake/other; an answer that changed may have changed with the judge.")
+    assert comment[3] == ">"  # each sentence a paragraph of the quote
+    assert comment[4].startswith("> **Judged differently:** the baseline was judged with the judge prompt judge.md")
 
     # bineval report says it before anything else
     capsys.readouterr()  # (the in-process runs' output)
@@ -73,6 +76,9 @@ def test_a_baseline_judged_by_another_model_or_prompt_is_said_first(pytester: py
                       "pfake/other")
     assert out[1].startswith("bineval report: judged differently: the baseline was judged with the judge prompt ")
     assert out[2].startswith("wrote ")
+    summary = step_summary(now.evaluations, now.totals, now.regressions).splitlines()
+    assert summary[2] == ("**Judged differently**: the baseline was judged by pfake/judge, this run by pfake/other; "
+                          "an answer that changed may have changed with the judge.")
     page = (pytester.path / "page.html").read_text(encoding="utf-8")
     assert "Judged differently: the baseline was judged by pfake/judge, this run by pfake/other" in page
 

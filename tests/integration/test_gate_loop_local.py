@@ -1,0 +1,84 @@
+"""The whole regression loop on the real embedded judge (#21): pin, hand-edit, re-pin (the edit is kept), baseline,
+a change of the output, the gate. What the 135M judge answers is not asserted (it is close to a coin flip); that
+each step does what it says with the real model in the loop is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_bineval.record import ReportDocument
+
+pytest_plugins = ["pytester"]
+
+ARTICLE = ("The city of Lyon opened a new bridge over the Rhone on Monday. It cost 40 million euros and took "
+           "three years to build.")
+SUITE = f'''
+import pathlib
+import pytest
+from pytest_bineval import assert_passes
+
+ARTICLE = {ARTICLE!r}
+
+@pytest.mark.bineval(task="Summarize the article in one sentence.")
+def test_summary():
+    output = (pathlib.Path(__file__).parent / "output.txt").read_text()
+    assert_passes(output, dimension="consistency", source=ARTICLE, threshold=0.0)
+'''
+EDITED = "Does the summary name the city mentioned in the article?"
+
+
+@pytest.mark.local_model
+def test_pin_edit_repin_baseline_change_gate_on_the_embedded_model(pytester: pytest.Pytester,
+                                                                   tmp_path: Path) -> None:
+    pytester.makepyfile(test_real=SUITE)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    output = pytester.path / "output.txt"
+    output.write_text("Lyon opened a 40 million euro bridge over the Rhone on Monday.")
+    cache = f"--bineval-cache-dir={tmp_path / 'cache'}"
+    pin = pytester.path / "__bineval__" / "test_real" / "test_summary.json"
+
+    def run(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess("--color=no", cache, *args, timeout=900)
+
+    # 1. pin: the embedded model writes the checklist
+    first = run("--bineval-update-checklists")
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(["pin created: __bineval__/test_real/test_summary.json [[]consistency[]] "
+                                "'Summarize the article in one sentence.'",
+                                "pins: 1 created, 0 rewritten, 0 kept because edited by hand, 0 with tests added"])
+    # 2. a reviewer rewrites the first question
+    data = json.loads(pin.read_text())
+    data["checklists"][0]["questions"][0]["text"] = EDITED
+    pin.write_text(json.dumps(data, indent=2))
+    edited = pin.read_text()
+    # 3. re-pin: the edit is kept
+    again = run("--bineval-update-checklists")
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(["pin kept: __bineval__/test_real/test_summary.json [[]consistency[]] *: edited by "
+                                "hand; --bineval-update-checklists=all rewrites it"])
+    assert pin.read_text() == edited
+    # 4. the baseline, judged with the reviewed pin
+    run("--bineval-strict", "--bineval-report=base.json").assert_outcomes(passed=1)
+    base = ReportDocument.load(pytester.path / "base.json")
+    assert base.evaluations[0].verdicts[0].question == EDITED
+    assert base.judged_by is not None and base.judged_by.models == [base.evaluations[0].model]
+    # 5. the change under review, 6. the gate
+    output.write_text("Paris closed an old tunnel in 1990 after a fire.")
+    gate = run("--bineval-strict", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+               "--bineval-report=now.json", "--bineval-pr-comment=comment.md")
+    now = ReportDocument.load(pytester.path / "now.json")
+    report = now.regressions
+    assert report is not None and [d.key for d in report.compared] == ["test_real.py::test_summary"]
+    assert report.judged_differently == []  # the same judge, prompt and pin
+    (score,) = report.compared[0].scores
+    assert score.stat_test in ("mcnemar", "none")
+    regressed = bool(report.regressed())
+    assert gate.ret == (1 if regressed else 0)  # the gate acts on a significant drop only
+    gate.stdout.fnmatch_lines(["*= bineval regressions =*", "baseline: base.json *",
+                               f"vs baseline base.json: * {int(regressed)} dimension* regressed significantly "
+                               "(p < 0.05)"])
+    comment = (pytester.path / "comment.md").read_text(encoding="utf-8")
+    assert comment.index("### Significant regressions") < comment.index("### What the run cost")
