@@ -1,5 +1,6 @@
 """The lesson loop shared by ``--bineval-optimize`` (generator prompts) and ``bineval align`` (evaluator
-prompts): a note-taker LLM turns each group of failures into one general lesson, lessons are deduplicated
+prompts): a note-taker LLM turns each group of failures into one general lesson (a reply that is not a plain
+sentence, or that restates an example's facts, is discarded and counted), lessons are deduplicated
 against each other and the prompt's lesson memory, and an updater LLM writes each lesson into the prompt
 as a surgical ``find`` -> ``replace`` edit (applied only if the passage occurs once and the rewrite keeps
 every ``{{placeholder}}`` and ``## section`` line; otherwise the lesson is appended to the first
@@ -75,6 +76,10 @@ _NOT_LESSON: tuple[tuple[re.Pattern[str], str], ...] = (
      "a role or question/answer label"),
 )
 LESSON_MIN_WORDS = 3
+# A lesson that repeats this many consecutive words of an example's input or output (words the prompt does not
+# already hold) states that example's facts: the note-taker restated the article instead of learning from it, and
+# such a "lesson" in a system prompt makes the app write those facts into other summaries.
+COPIED_WORDS = 5
 
 
 def lesson_problem(lesson: str) -> str | None:
@@ -84,6 +89,24 @@ def lesson_problem(lesson: str) -> str | None:
             return f"it holds {what}"
     if len(_WORD.findall(lesson.lower())) < LESSON_MIN_WORDS:
         return f"it is not a sentence (fewer than {LESSON_MIN_WORDS} words)"
+    return None
+
+
+def _runs(text: str) -> set[tuple[str, ...]]:
+    words = _WORD.findall(text.lower())
+    return {tuple(words[i:i + COPIED_WORDS]) for i in range(len(words) - COPIED_WORDS + 1)}
+
+
+def copied_problem(lesson: str, examples: Sequence[str], prompt: str = "") -> str | None:
+    """Why ``lesson`` is a restatement of an example (it repeats :data:`COPIED_WORDS` consecutive words of one of
+    ``examples`` that ``prompt`` does not hold), or None."""
+    own = _runs(lesson) - _runs(prompt)
+    if not own:
+        return None
+    for text in examples:
+        common = own & _runs(text)
+        if common:
+            return f"it repeats the example's words ({' '.join(min(common))!r}): facts of one input, not a lesson"
     return None
 
 
@@ -222,6 +245,7 @@ class NoteRequest:
 
     messages: list[dict[str, str]]
     entry: dict[str, Any]
+    examples: tuple[str, ...] = ()  # the examples' inputs and outputs: a lesson must not restate them
 
 
 @dataclass
@@ -293,7 +317,8 @@ class LessonLoop:
         for req in requests[:MAX_NOTES]:
             lesson, error, usage = await self.note(req.messages)
             out.usage += usage
-            problem = lesson_problem(lesson) if lesson is not None else None
+            problem = None if lesson is None else (lesson_problem(lesson)
+                                                    or copied_problem(lesson, req.examples, text))
             if lesson is not None and problem is not None:  # discarded and counted, never written into a prompt
                 out.rejected.append({"text": lesson, "status": "not a lesson", "why": problem})
             elif lesson is not None:

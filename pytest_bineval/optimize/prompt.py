@@ -105,7 +105,9 @@ class PromptOptimizer:
             prompt=delimit(strip_comments(prompt_text)), dimension=first.dimension, question=first.question,
             examples=examples_block(examples),
         )
-        return NoteRequest(messages, {"questions": sorted({f.question for f in failures}), "failures": len(failures)})
+        shown = tuple(t for f in failures[:EXAMPLES] for t in (f.source, f.output) if t)
+        return NoteRequest(messages, {"questions": sorted({f.question for f in failures}), "failures": len(failures)},
+                           shown)
 
     async def step(self, name: str, path: Path, records: Sequence[EvaluationRecord]) -> OptimizeOutcome:
         """One iteration for the prompt file ``path`` (named ``name`` by the tests)."""

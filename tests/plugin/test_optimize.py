@@ -467,3 +467,50 @@ def test_a_note_taker_reply_that_is_not_a_lesson_is_discarded_counted_and_never_
     assert [e["status"] for e in done["lessons"]] == ["not a lesson"]
     history = json.loads(history_path(prompt).read_text())
     assert history["rejected"][0]["text"].startswith("### Question") and history["rejected"][0]["iteration"] == 1
+
+
+@pytest.mark.parametrize(("lesson", "examples"), [
+    ("The new N7 route will take 11 p.m. to 5 a.m.",
+     ["The new N7 route will leave the harbour terminal every 40 minutes from 11 p.m. to 5 a.m."]),
+    ("Say that 81 percent of its members backed the walkout.",
+     ["A summary.", "The union said 81 percent of its members backed the walkout on a turnout of 74 percent."]),
+])
+def test_a_lesson_that_restates_an_example_is_not_a_lesson(lesson: str, examples: list[str]) -> None:
+    from pytest_bineval.optimize.lessons import copied_problem
+
+    problem = copied_problem(lesson, examples, PROMPT)
+    assert problem is not None and "repeats the example's words" in problem
+
+
+@pytest.mark.parametrize("lesson", [
+    "Summarize news articles in 2-3 sentences for a busy reader and nothing more.",  # words of the prompt
+    "Copy every number exactly as the article gives it.",
+    "Keep the route and the times, and leave out the campaign's history.",  # a few shared words, not a run
+])
+def test_a_lesson_may_share_words_with_the_examples_and_the_prompt(lesson: str) -> None:
+    from pytest_bineval.optimize.lessons import copied_problem
+
+    article = ("You are a news editor. The new N7 route will leave the harbour every 40 minutes; the campaign "
+               "began after the last evening train was cut. Copy every number.")
+    assert copied_problem(lesson, [article], PROMPT + "Summarize news articles in 2-3 sentences for a busy reader.") \
+        is None
+
+
+def test_a_note_taker_reply_that_restates_the_article_is_discarded(pytester: pytest.Pytester) -> None:
+    prompt = project(pytester)
+    scripted_project(pytester, provider="pofake", rule=ANSWER, ini="bineval_cache = off", rules={
+        "lesson": "lambda req: '{\"lesson\": \"The new N7 route from the harbour will run from 11 p.m. to 5 a.m.\"}'"})
+    pytester.makepyfile(test_gen=TESTS.replace(
+        'source="An article."',
+        'source="The new N7 route will leave the harbour terminal every 40 minutes from 11 p.m. to 5 a.m."'))
+    result = pytester.runpytest("--color=no", "--bineval-optimize")
+    result.assert_outcomes(failed=1)
+    assert prompt.read_text() == PROMPT  # the article's facts are not written into the app's prompt
+    result.stdout.fnmatch_lines([
+        "UNCHANGED prompts/gen.md: 0 of 1 iteration(s) kept; *stopped: no new lesson",
+        "    note-taker replies discarded (not a lesson): 1",
+        "    lesson [not a lesson] The new N7 route from the harbour will run from 11 p.m. to 5 a.m. (it repeats the "
+        "example's words ('11 p m to 5'): facts of one input, not a lesson)",
+    ])
+    history = json.loads(history_path(prompt).read_text())
+    assert history["rejected"][0]["why"].startswith("it repeats the example's words")
