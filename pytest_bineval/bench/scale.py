@@ -93,22 +93,24 @@ def _env() -> dict[str, str]:
 def run_shards(root: Path, files: Sequence[Path], workers: int) -> tuple[float, list[Path]]:
     """Every shard at once (``pytest -n workers`` each, plain pytest for one worker); the wall time and the
     shards' report files. RuntimeError naming the shard when one fails or writes no report."""
-    procs, reports = [], []
+    procs, reports, logs = [], [], []
     started = time.perf_counter()
     for k, path in enumerate(files, 1):
-        report = root / f"shard-{k}.json"
+        report, log = root / f"shard-{k}.json", root / f"shard-{k}.log"
         reports.append(report)
+        logs.append(log)
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                "-p", "no:hypothesispytest", path.name, f"--bineval-report={report.name}"]
         if workers > 1:
             cmd += ["-p", "xdist", "-n", str(workers)]
-        procs.append(subprocess.Popen(cmd, cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True))
-    outputs = [p.communicate()[0] for p in procs]
+        with log.open("wb") as out:  # a file, not a pipe: a shard's output never waits for a reader
+            procs.append(subprocess.Popen(cmd, cwd=root, env=_env(), stdout=out, stderr=subprocess.STDOUT))
+    for proc in procs:
+        proc.wait()
     wall = time.perf_counter() - started
-    for k, (proc, out, report) in enumerate(zip(procs, outputs, reports, strict=True), 1):
+    for k, (proc, log, report) in enumerate(zip(procs, logs, reports, strict=True), 1):
         if proc.returncode != 0 or not report.is_file():
-            tail = "\n".join(out.splitlines()[-15:])
+            tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
             raise RuntimeError(f"shard {k} exited {proc.returncode} (report written: {report.is_file()}):\n{tail}")
     return wall, reports
 
