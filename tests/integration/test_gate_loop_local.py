@@ -1,14 +1,17 @@
-"""The whole regression loop on the real embedded judge (#21): pin, hand-edit, re-pin (the edit is kept), baseline,
-a change of the output, the gate. What the 135M judge answers is not asserted (it is close to a coin flip); that
-each step does what it says with the real model in the loop is."""
+"""The whole regression loop on the real embedded judge (#21): pin, hand-edit, re-pin (the edit is kept), baseline, a
+change of the output, the gate; in-process, and as a hosted judge is reached: over HTTP, llama.cpp's server with the
+embedded model on 127.0.0.1 (``bineval serve``'s server). What the 135M judge answers is not asserted (it is close
+to a coin flip); that each step does what it says with the real model in the loop is."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer
 from pytest_bineval.record import ReportDocument
 
 pytest_plugins = ["pytester"]
@@ -30,9 +33,23 @@ def test_summary():
 EDITED = "Does the summary name the city mentioned in the article?"
 
 
+@pytest.fixture(params=["in-process", pytest.param("llama.cpp server", marks=pytest.mark.http_server)])
+def judge_args(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """The options that choose the judge (and checklist writer): none for the in-process embedded model; the
+    model alias and API base of a llama.cpp server started for the test."""
+    if request.param == "in-process":
+        yield []
+        return
+    missing = LlamaServer.missing()
+    if missing:
+        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install 'pytest-bineval[server]'")
+    with LlamaServer(tmp_path_factory.mktemp("llama-server") / "server.log") as server:
+        yield [f"--bineval-model=openai/{SERVER_ALIAS}", f"--bineval-api-base={server.base_url}"]
+
+
 @pytest.mark.local_model
-def test_pin_edit_repin_baseline_change_gate_on_the_embedded_model(pytester: pytest.Pytester,
-                                                                   tmp_path: Path) -> None:
+def test_pin_edit_repin_baseline_change_gate_on_the_embedded_model(pytester: pytest.Pytester, tmp_path: Path,
+                                                                   judge_args: list[str]) -> None:
     pytester.makepyfile(test_real=SUITE)
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     output = pytester.path / "output.txt"
@@ -41,7 +58,7 @@ def test_pin_edit_repin_baseline_change_gate_on_the_embedded_model(pytester: pyt
     pin = pytester.path / "__bineval__" / "test_real" / "test_summary.json"
 
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("--color=no", cache, *args, timeout=900)
+        return pytester.runpytest_subprocess("--color=no", cache, *judge_args, *args, timeout=900)
 
     # 1. pin: the embedded model writes the checklist
     first = run("--bineval-update-checklists")
