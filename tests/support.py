@@ -104,3 +104,31 @@ def generate_and_judge(settings: Any, output: str, checklist: Any) -> tuple[Any,
         return engine.checklist("T", ["fluency"]), engine.evaluate(output, checklist)
     finally:
         engine.close()
+
+
+# The fake judge reads answers.json at each request: {"<output>|<question>" or "<question>": answer}; an answer
+# is "yes"/"no", "boom" (a provider error), a dict (the raw reply) or a list (one item per call, in turn: the
+# repeats of one question get them in order).
+ANSWERS_FILE_RULE = '''
+import json, pathlib, threading
+
+HERE = pathlib.Path(__file__).parent
+CALLS = {}
+LOCK = threading.Lock()
+
+def answer(req):
+    path = HERE / "answers.json"
+    table = json.loads(path.read_text()) if path.exists() else {}
+    key = req.output + "|" + req.question
+    value = table.get(key, table.get(req.question, "yes"))
+    if isinstance(value, list):
+        with LOCK:
+            n = CALLS.get(key, 0)
+            CALLS[key] = n + 1
+        value = value[n % len(value)]
+    if value == "boom":
+        return RuntimeError("provider exploded: 503")
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return value
+'''

@@ -8,30 +8,16 @@ import json
 from typing import Any
 
 import pytest
+from support import ANSWERS_FILE_RULE as ANSWER
 from support import report_of
 
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
-# answers.json: {"<output>|<question>": [answers]}: the n-th ask of that question about that output gets item n
-# (cycling); unlisted: yes. Each test's questions are asked in one process, so the order holds under xdist too.
-ANSWER = '''
-import json, pathlib, threading
-
-HERE = pathlib.Path(__file__).parent
-CALLS = {}
-LOCK = threading.Lock()
-
-def answer(req):
-    table = json.loads((HERE / "answers.json").read_text())
-    key = req.output + "|" + req.question
-    script = table.get(key, ["yes"])
-    with LOCK:
-        n = CALLS.get(key, 0)
-        CALLS[key] = n + 1
-    return script[n % len(script)]
-'''
+# answers.json (support.ANSWERS_FILE_RULE): {"<output>|<question>": [answers]}: the n-th ask of that question
+# about that output gets item n (cycling); unlisted: yes. Each test's questions are asked in one process, so the
+# order holds under xdist too.
 SUITE = '''
 import pytest
 from pytest_bineval import assert_passes

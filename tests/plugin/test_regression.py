@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ANSWERS_FILE_RULE as ANSWER
 from support import REAL_CHECKLIST, make_project
 
 from pytest_bineval.dimensions import resolve_dimensions
@@ -18,32 +19,6 @@ from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
-# The fake judge reads answers.json at each request: {"<output>|<question>" or "<question>": answer}; an answer
-# is "yes"/"no", "boom" (a provider error), a dict (the raw reply) or a list (one item per call, in turn: the
-# repeats of one question get them in order).
-ANSWER = '''
-import json, pathlib, threading
-
-HERE = pathlib.Path(__file__).parent
-CALLS = {}
-LOCK = threading.Lock()
-
-def answer(req):
-    path = HERE / "answers.json"
-    table = json.loads(path.read_text()) if path.exists() else {}
-    key = req.output + "|" + req.question
-    value = table.get(key, table.get(req.question, "yes"))
-    if isinstance(value, list):
-        with LOCK:
-            n = CALLS.get(key, 0)
-            CALLS[key] = n + 1
-        value = value[n % len(value)]
-    if value == "boom":
-        return RuntimeError("provider exploded: 503")
-    if isinstance(value, dict):
-        return json.dumps(value)
-    return value
-'''
 INI = """
 [pytest]
 bineval_model = rfake/judge
