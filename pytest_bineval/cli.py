@@ -321,6 +321,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"llama.cpp's server needs {', '.join(missing)}, which are not installed: "
                          'pip install "pytest-bineval[server]"')
     server = LlamaServer(port=args.port, startup=args.startup, n_ctx=args.n_ctx, n_threads=args.threads)
+    import signal
+
+    def terminated(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # a `kill` (SIGTERM) stops the server as Ctrl-C does: it never outlives the command
+
+    signal.signal(signal.SIGTERM, terminated)
     print(f"starting llama.cpp's OpenAI-compatible server with the embedded model on 127.0.0.1"
           f"{f':{args.port}' if args.port else ' (a free port)'} ...", file=sys.stderr, flush=True)
     try:

@@ -22,7 +22,14 @@ from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer, free_port
 pytestmark = [pytest.mark.local_model, pytest.mark.http_server]
 
 
-def test_serve_prints_the_flags_answers_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+def _as_in_a_terminal() -> None:
+    """The child's SIGINT as a terminal's foreground command has it (a suite started in the background, ``cmd &``,
+    hands its children SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_serve_prints_the_flags_answers_and_stops_on_ctrl_c(tmp_path: Path, stop: signal.Signals) -> None:
     missing = LlamaServer.missing()
     if missing:
         pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install 'pytest-bineval[server]'")
@@ -30,7 +37,7 @@ def test_serve_prints_the_flags_answers_and_stops_on_ctrl_c(tmp_path: Path) -> N
     # stderr (the server's own log, inherited) to a file: a pipe nobody reads would fill up and block the server
     err = (tmp_path / "stderr.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "pytest_bineval.cli", "serve", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=err, text=True)
+                            stdout=subprocess.PIPE, stderr=err, text=True, preexec_fn=_as_in_a_terminal)
     lines: Queue[str] = Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or ()], daemon=True).start()
     out: list[str] = []
@@ -50,13 +57,13 @@ def test_serve_prints_the_flags_answers_and_stops_on_ctrl_c(tmp_path: Path) -> N
         assert match, out
         server_pid = int(match.group(1))
     finally:
-        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the command (the server runs in its own session)
+        proc.send_signal(stop)  # what Ctrl-C (or a kill) sends to the command (the server runs in its own session)
         try:  # stopping waits up to 15 s for the server, then kills it; a loaded machine is slow to do both
             code = proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             proc.kill()
             err.close()
-            pytest.fail("bineval serve did not stop within 120 s of Ctrl-C; its output:\n" + "".join(out)
+            pytest.fail(f"bineval serve did not stop within 120 s of {stop.name}; its output:\n" + "".join(out)
                         + (tmp_path / "stderr.log").read_text(errors="replace")[-3000:])
     err.close()
     log = (tmp_path / "stderr.log").read_text(errors="replace")
