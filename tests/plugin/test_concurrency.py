@@ -79,7 +79,10 @@ def test_xdist_workers_judge_every_test_of_a_pin_with_the_pinned_checklist(pytes
     report = report_of(pytester)
     evaluations = report.evaluations
     assert len(evaluations) == 8
-    assert report.totals.llm_calls == 8 * 2 + 2 * 2  # both workers wrote a checklist (2 requests each)
+    # each worker that started before the pin was written generated a checklist (2 requests each); a worker that
+    # started later adopted the pin: which happens depends on the scheduling, what every test was judged with not
+    generated = report.checklists.generated
+    assert generated in (1, 2) and report.totals.llm_calls == 8 * 2 + 2 * generated
     data = json.loads((pytester.path / "__bineval__" / "test_shared" / "test_case.json").read_text())
     (pinned,) = data["checklists"]
     assert pinned["tests"] == [f"test_case[{i}]" for i in range(8)]
