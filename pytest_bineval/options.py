@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -66,35 +66,36 @@ def _flag(text: str) -> bool:
 
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+M = TypeVar("M", bound=str)  # a mode word of an option that takes one (kinds.PinUpdate, kinds.FailOn)
+
+
+def _mode(text: str, modes: tuple[M, ...], error: str) -> M | None:
+    """The mode ``text`` names among ``modes`` (the first is the bare option's: true/yes/on/1 in an ini file name it
+    too; false/no/off/0/empty: the option off, None); anything else: ``error``."""
+    value = text.strip().lower()
+    if value in _TRUE:
+        return modes[0]
+    if value in _FALSE:
+        return None
+    for mode in modes:
+        if value == mode:
+            return mode
+    raise argparse.ArgumentTypeError(error)
 
 
 def parse_update(text: str) -> PinUpdate | None:
     """The value of ``--bineval-update-checklists[=MODE]`` (or of the ini key, where true/false also work)."""
-    value = text.strip().lower()
-    if value == "all":
-        return "all"
-    if value == "missing" or value in _TRUE:
-        return "missing"
-    if value in _FALSE:
-        return None
-    raise argparse.ArgumentTypeError(
+    return _mode(text, ("missing", "all"), (
         f"invalid mode {text!r}: 'missing' (the default when the option is given bare: missing, stale and new "
         "tests' pins) or 'all' (rewrite every pin the run uses, hand edits included). A test path right after the "
-        "bare option is read as its mode: put the paths first, or write --bineval-update-checklists=missing")
+        "bare option is read as its mode: put the paths first, or write --bineval-update-checklists=missing"))
 
 
 def parse_fail_on(text: str) -> FailOn | None:
     """``--bineval-fail-on-regression[=significant|any]``; in an ini file true/false work too (true: significant)."""
-    value = text.strip().lower()
-    if value == "any":
-        return "any"
-    if value == "significant" or value in _TRUE:
-        return "significant"
-    if value in _FALSE:
-        return None
-    raise argparse.ArgumentTypeError(
+    return _mode(text, FAIL_ON, (
         f"invalid choice: {text!r} (choose from {', '.join(FAIL_ON)}; significant is the default when the option "
-        "is given bare). A test path right after the bare option is read as its mode: put the paths first")
+        "is given bare). A test path right after the bare option is read as its mode: put the paths first"))
 
 
 parse_alpha = number_in(float, 0.0, 1.0, above=True, range_text="alpha is a significance level within (0, 1]")

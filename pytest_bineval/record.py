@@ -522,8 +522,6 @@ class ReportSettings(BaseModel):
     timeout: float | None = None
     retries: int | None = None
     judge_prompt: str | None = None
-    prompt_version: str = Field(default="", description="the version of the packaged prompts the run used "
-                                "(empty in reports written before it was kept)")
     repeats: int | None = None
     gate: Gate | None = None
     budget: str | None = Field(default=None, description="--bineval-budget: dollars (0.50) or tokens (200000tok)")

@@ -389,13 +389,11 @@ class BinevalService:
                         partial: str | None = None) -> ReportDocument:
         """The run's finished document: what every output reads (built once, at the end of the run);
         ``partial``: why the run was cut short, if it was."""
-        from .prompting import prompt_version
-
         s = self.engine.settings
         settings = ReportSettings(model=s.judge_model, checklist_model=s.generator_model, cache=s.cache,
                                   temperature=s.temperature, concurrency=s.concurrency, timeout=s.timeout,
                                   retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
-                                  prompt_version=prompt_version(), repeats=s.repeats, gate=self.options.gate,
+                                  repeats=s.repeats, gate=self.options.gate,
                                   budget=s.budget)
         notes = [*self.cache_notes(), *self.threshold_notes()]
         if self.options.fail_on_regression and not self.options.baseline:

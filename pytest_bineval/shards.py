@@ -25,7 +25,7 @@ from .record import JudgedBy, OptimizeOutcome, ReportDocument
 # What must be the same in every shard: the settings that make the verdicts (not the concurrency, timeout ...).
 SAME_JUDGE = (("model", "judge model (--bineval-model)"), ("checklist_model", "checklist model"),
               ("judge_prompt", "judge prompt (--bineval-judge-prompt)"),
-              ("prompt_version", "packaged prompt version"), ("repeats", "repeats (--bineval-repeats)"),
+              ("repeats", "repeats (--bineval-repeats)"),
               ("gate", "gate (--bineval-gate)"))
 
 
@@ -64,12 +64,18 @@ def check_shards(shards: Sequence[Shard]) -> None:
         mine = getattr(first_shard.document.settings, name)
         for shard in shards[1:]:
             theirs = getattr(shard.document.settings, name)
-            if name == "prompt_version" and "" in (mine, theirs):
-                continue  # a report written before the version was kept: nothing to compare
             if theirs != mine:
                 raise UsageError(
                     f"the shard reports were not judged alike: {first_shard.path} has {what} {mine!r}, {shard.path} "
                     f"has {theirs!r}; their scores are not comparable. Run every shard with the same settings")
+    # what the report records of its judge (JudgedBy): the packaged prompts' version, the judge prompt's digest
+    versions = [(s.path, s.document.judge().prompt_version) for s in shards]
+    dated = [(path, v) for path, v in versions if v]  # a report written before versions were kept: nothing to compare
+    newer = next(((path, v) for path, v in dated if v != dated[0][1]), None)
+    if newer is not None:
+        raise UsageError(f"the shard reports were not judged alike: {dated[0][0]} has packaged prompt version "
+                         f"{dated[0][1]!r}, {newer[0]} has {newer[1]!r}; their scores are not comparable. Run every "
+                         "shard with the same settings")
     digests = [(s.path, s.document.judge().judge_prompt_digest) for s in shards]
     known = [(path, d) for path, d in digests if d]  # a report written before digests were kept: nothing to compare
     other = next(((path, d) for path, d in known if d != known[0][1]), None)

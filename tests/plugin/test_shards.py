@@ -12,7 +12,7 @@ from support import make_project, report_of
 
 from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Question, Usage, Verdict
-from pytest_bineval.record import EvaluationRecord, ReportDocument, ReportSettings, Totals
+from pytest_bineval.record import EvaluationRecord, JudgedBy, ReportDocument, ReportSettings, Totals
 
 # Two tasks (no checklist shared by the shards: each shard generates its own), a failing evaluation, a parametrized
 # test split across the shards by -k, and a test that errors before any evaluation (unscored).
@@ -69,7 +69,7 @@ def test_merged_shards_are_the_unsplit_run(pytester: pytest.Pytester, capsys: py
     assert merged.checklists.generated == whole.checklists.generated == 2
     assert merged.checklists.usage.model_copy(update={"seconds": 0.0}) == whole.checklists.usage.model_copy(
         update={"seconds": 0.0})
-    assert not merged.partial and merged.settings.prompt_version == whole.settings.prompt_version != ""
+    assert not merged.partial and merged.judge().prompt_version == whole.judge().prompt_version != ""
     # the merged report renders as the single run's does
     assert main(["report", str(pytester.path / "merged.json"), "--html", str(pytester.path / "merged.html")]) == 0
     assert "5 evaluations (3 passed, 2 below threshold, 0 judge error), 1 tests not scored" in capsys.readouterr().out
@@ -110,7 +110,7 @@ def _record(test: str, answer: str = "yes") -> EvaluationRecord:
 def _shard(path: Path, *records: EvaluationRecord, model: str = "m", prompt_version: str = "7",
            **fields: Any) -> str:
     usage = Usage(llm_calls=len(records), prompt_tokens=10 * len(records))
-    ReportDocument(settings=ReportSettings(model=model, prompt_version=prompt_version),
+    ReportDocument(settings=ReportSettings(model=model), judged_by=JudgedBy(model=model, prompt_version=prompt_version),
                    totals=Totals.of(records, usage), evaluations=list(records), **fields).write(path)
     return str(path)
 
