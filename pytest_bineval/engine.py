@@ -109,7 +109,7 @@ class Engine:
         return LLMClient(
             ModelSettings(model=model, temperature=s.temperature, timeout=s.timeout, retries=s.retries,
                           api_base=s.api_base, extra=dict(s.extra), repeat=repeat,
-                          replay=s.cache == "replay"),
+                          replay=s.cache == "replay", stream=s.stream),
             self.cache, formats=self.formats, deadline=deadline,
         )
 

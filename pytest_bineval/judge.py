@@ -15,9 +15,13 @@ path (``litellm.acompletion`` through :class:`~pytest_bineval.llm.client.LLMClie
   and, when wanted, a second request prefilled up to the explanation
   (``{"answer": "no", "explanation": "Because the response``) decodes it to the closing quote. Both share
   every token up to the answer, so the model's KV cache makes the pair one pass.
-- any other provider: an answer-only JSON request (a few tokens, logprobs asked for P(yes)), then,
-  when wanted, an explanation request that repeats the same messages plus the answer and a short
-  follow-up turn (provider prompt caching applies to the repeated prefix).
+- any other provider: one streamed request per question (``--bineval-stream auto``, :mod:`.llm.streaming`),
+  for ``{"answer": ..., "explanation": ...}`` with the answer first (logprobs asked for P(yes)); the stream is
+  closed as soon as the answer is read when the explain mode wants no explanation for it, else read to the end.
+  Whether a model streams is found out by the first question of the first assertion, asked alone.
+- a provider that cannot stream (or ``--bineval-stream off``): an answer-only JSON request (a few tokens,
+  logprobs asked for P(yes)), then, when wanted, an explanation request that repeats the same messages plus the
+  answer and a short follow-up turn (provider prompt caching applies to the repeated prefix).
 
 The reply cache holds whole verdicts, keyed on the question's messages, the model settings and the
 explain mode; it is read before anything heavy is imported.
@@ -39,6 +43,7 @@ from pydantic.json_schema import SkipJsonSchema
 from .errors import ArgumentTypeError, CallError, InputTooLargeError
 from .llm.client import LLMClient
 from .llm.parsing import answer_at, read_reply, reply_schema
+from .llm.streaming import NoStream, answer_so_far
 from .models import Checklist, Evaluation, ExplainMode, Question, Usage, Verdict, wants_explanation
 from .prompting import Prompt, delimit, load_follow_up, load_prompt
 
@@ -78,11 +83,20 @@ class ExplanationReply(BaseModel):
     explanation: str = Field(json_schema_extra={"maxLength": EXPLANATION_MAX})
 
 
+class StreamedReply(BaseModel):
+    """The judge's reply of the ``stream`` shape, ``{"answer": "yes"|"no", "explanation": "..."}``: the answer first
+    (its schema lists it first, so structured output writes it first); read by :class:`AnswerReply`."""
+
+    answer: Literal["yes", "no"]
+    explanation: str = Field(json_schema_extra={"maxLength": EXPLANATION_MAX})
+
+
 ANSWER_SCHEMA: dict[str, Any] = reply_schema(AnswerReply)
+STREAMED_SCHEMA: dict[str, Any] = reply_schema(StreamedReply)
 EXPLANATION_SCHEMA: dict[str, Any] = reply_schema(ExplanationReply)
 NO_SOURCE = "(no input was given; judge the response on its own)"
 
-Shape = Literal["prefill", "turns"]
+Shape = Literal["prefill", "stream", "turns"]
 
 
 # The explanation's first words, prefilled: without them the embedded model "explains" with the bare word "no";
@@ -223,6 +237,37 @@ async def _answer(client: LLMClient, messages: list[dict[str, Any]], shape: Shap
     return _Answer(answer, json_reply.p_yes, json_reply.raw, volunteered), json_reply.usage
 
 
+def streamed_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request of the ``stream`` shape: the judge's messages and the packaged turn asking for the answer and,
+    after it, the explanation in one reply."""
+    return [*messages, dict(load_follow_up("stream"))]
+
+
+def _answer_read_so_far(text: str) -> tuple[Literal["yes", "no"], str]:
+    """(answer, "") of a streamed reply closed after its answer."""
+    answer = answer_so_far(text)
+    if answer is None:
+        raise ValueError("the reply was closed before its answer")  # never: the stream closes after an answer
+    return answer, ""
+
+
+async def _streamed(client: LLMClient, messages: list[dict[str, Any]], explain: ExplainMode,
+                    prefix: tuple[int, int] | None) -> tuple[_Answer, Usage]:
+    """One streamed request: the answer, and its explanation when ``explain`` wants one (else the stream is
+    closed after the answer). Raises :class:`NoStream` (with the usage) when the model cannot stream."""
+    def enough(text: str) -> bool:
+        answer = answer_so_far(text)
+        return answer is not None and not wants_explanation(explain, answer)
+
+    reply = await client.uncached().complete_json(
+        streamed_messages(messages), schema_name="verdict", schema=STREAMED_SCHEMA, validate=_answer_field,
+        max_tokens=ANSWER_MAX_TOKENS + EXPLANATION_MAX_TOKENS + 16, want_p_yes=True, cache_prefix=prefix,
+        until=enough, partial=_answer_read_so_far,
+    )
+    answer, explanation = reply.value
+    return _Answer(answer, reply.p_yes, reply.raw, explanation), reply.usage
+
+
 async def _explanation(client: LLMClient, messages: list[dict[str, Any]], shape: Shape,
                        first: _Answer, prefix: tuple[int, int] | None = None) -> tuple[str, Usage]:
     if shape == "prefill":
@@ -271,13 +316,21 @@ async def judge_question(client: LLMClient, messages: list[dict[str, Any]], ques
         answer, p_yes, explanation = hit
         return (Verdict(**base, answer=answer, p_yes=p_yes, explanation=explanation, cached=True),
                 Usage(cache_hits=1, cost_usd=0.0))
-    shape: Shape = "prefill" if client.continues_prefill() else "turns"
+    shape: Shape = "prefill" if client.continues_prefill() else "stream" if client.may_stream() else "turns"
+    usage = Usage()
     try:
-        first, usage = await _answer(client, messages, shape, prefix)
+        if shape == "stream":
+            try:
+                first, usage = await _streamed(client, messages, explain, prefix)
+            except NoStream as exc:  # found out now: this question, and the model's next ones, take two requests
+                usage, shape = exc.usage or Usage(), "turns"
+        if shape != "stream":
+            first, more = await _answer(client, messages, shape, prefix)
+            usage = usage + more
     except CallError as exc:
-        return Verdict(**base, answer="error", error=exc.cause), exc.usage or Usage()
+        return Verdict(**base, answer="error", error=exc.cause), usage + (exc.usage or Usage())
     explanation = ""
-    if wants_explanation(explain, first.answer):
+    if wants_explanation(explain, first.answer):  # (a streamed reply has it, unless the provider left it out)
         try:
             explanation, more = await _explanation(client, messages, shape, first, prefix)
         except CallError as exc:
@@ -329,7 +382,16 @@ async def judge(
 
     loop = asyncio.get_running_loop()
     started = loop.time()
-    outcomes, failures = await settle([ask(q) for q in checklist.questions])
+    questions = list(checklist.questions)
+    first = next((i for i, q in enumerate(questions) if q.check is None), None)
+    if first is not None and client.stream_unknown() and not client.continues_prefill():
+        # whether the model streams is not known: its first question is asked alone, so that a server that cannot
+        # stream costs one streamed request, not one per question asked at once
+        head, head_failures = await settle([ask(questions[first])])
+        rest, failures = await settle([ask(q) for i, q in enumerate(questions) if i != first])
+        outcomes, failures = [*rest[:first], *head, *rest[first:]], [*head_failures, *failures]
+    else:
+        outcomes, failures = await settle([ask(q) for q in questions])
     results = [o for o in outcomes if o is not None]  # None: not asked, another question had raised
     usage = Usage.total([*(u for _, u in results), *(usage_of_error(e) for e in failures)])
     usage.seconds = loop.time() - started

@@ -10,6 +10,8 @@ from typing import Literal
 Answer = Literal["yes", "no", "error"]
 ExplainMode = Literal["failing", "all", "none"]
 EXPLAIN_MODES: tuple[ExplainMode, ...] = ("failing", "all", "none")
+StreamMode = Literal["auto", "off"]  # --bineval-stream
+STREAM_MODES: tuple[StreamMode, ...] = ("auto", "off")
 Strategy = Literal["bineval", "qworld", "qworld-lite"]
 STRATEGIES: tuple[str, ...] = ("bineval", "qworld", "qworld-lite")
 ScoreKind = Literal["share", "points"]

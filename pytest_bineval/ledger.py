@@ -116,7 +116,8 @@ class RunLedger:
                       prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, cost_usd=t.cost_usd,
                       unpriced_requests=t.unpriced_requests, structured_output=dict(t.structured_output),
                       cached_prompt_tokens=t.cached_prompt_tokens, cache_write_tokens=t.cache_write_tokens,
-                      below_cache_minimum=dict(t.below_cache_minimum))
+                      below_cache_minimum=dict(t.below_cache_minimum), estimated_requests=t.estimated_requests,
+                      not_streamed=dict(t.not_streamed))
         return cls(
             records=list(records), usage=usage, checklist_usage=document.checklists.usage,
             checklists_generated=document.checklists.generated,

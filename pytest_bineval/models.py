@@ -313,6 +313,9 @@ class Usage(BaseModel):
     cost_usd: float | None = Field(default=None, description="the summed cost of the priced replies (None: none)")
     unpriced_requests: int = Field(default=0, description="replies whose cost litellm does not know (not in "
                                                           "cost_usd, which is then a lower bound)")
+    estimated_requests: int = Field(default=0, description="streamed replies that reported no usage (closed after "
+                                                           "the answer, or a server that sends none): their tokens "
+                                                           "and cost are estimated")
     seconds: float = 0.0
     structured_output: dict[str, str] = Field(
         default_factory=dict,
@@ -321,6 +324,10 @@ class Usage(BaseModel):
         default_factory=dict,
         description="models -> evaluations whose shared prompt prefix is shorter than the provider's minimum for "
                     "prompt caching (estimated from the replies' prompt tokens): that prefix is billed in full")
+    not_streamed: dict[str, str] = Field(
+        default_factory=dict,
+        description="models that could not stream the judge's replies -> why; they got an answer request and an "
+                    "explanation request instead of one streamed request per question")
 
     def __add__(self, other: Usage) -> Usage:
         cost: float | None
@@ -341,9 +348,11 @@ class Usage(BaseModel):
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cost_usd=cost,
             unpriced_requests=self.unpriced_requests + other.unpriced_requests,
+            estimated_requests=self.estimated_requests + other.estimated_requests,
             seconds=self.seconds + other.seconds,
             structured_output=forms,
             below_cache_minimum=_added(self.below_cache_minimum, other.below_cache_minimum),
+            not_streamed={**self.not_streamed, **other.not_streamed},
         )
 
     def since(self, before: Usage) -> Usage:
@@ -361,12 +370,14 @@ class Usage(BaseModel):
             completion_tokens=self.completion_tokens - before.completion_tokens,
             cost_usd=cost,
             unpriced_requests=self.unpriced_requests - before.unpriced_requests,
+            estimated_requests=self.estimated_requests - before.estimated_requests,
             seconds=self.seconds - before.seconds,
             structured_output={m: f for m, f in self.structured_output.items()
                                if before.structured_output.get(m) != f},
             below_cache_minimum={m: n - before.below_cache_minimum.get(m, 0)
                                  for m, n in self.below_cache_minimum.items()
                                  if n > before.below_cache_minimum.get(m, 0)},
+            not_streamed={m: w for m, w in self.not_streamed.items() if m not in before.not_streamed},
         )
 
     @staticmethod

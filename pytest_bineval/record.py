@@ -439,11 +439,16 @@ class Totals(BaseModel):
     completion_tokens: int = 0
     cost_usd: float | None = None
     unpriced_requests: int = Field(default=0, description="replies whose cost is unknown (not in cost_usd)")
+    estimated_requests: int = Field(default=0, description="streamed replies closed after the answer (or without a "
+                                                           "usage report): their tokens are estimated")
     structured_output: dict[str, str] = Field(
         default_factory=dict, description="models whose provider rejected json_schema -> the form used instead")
     below_cache_minimum: dict[str, int] = Field(
         default_factory=dict, description="models -> evaluations whose shared prompt prefix is below the "
                                           "provider's minimum for prompt caching")
+    not_streamed: dict[str, str] = Field(
+        default_factory=dict, description="models that could not stream the judge's replies -> why (two requests "
+                                          "per explained question instead of one)")
     budget_refused: int = Field(default=0, description="evaluations and checklist generations refused because "
                                                        "--bineval-budget was spent (their tests are errors)")
     unpinned_checklists: int = 0
@@ -484,8 +489,10 @@ class Totals(BaseModel):
             completion_tokens=usage.completion_tokens,
             cost_usd=usage.cost_usd,
             unpriced_requests=usage.unpriced_requests,
+            estimated_requests=usage.estimated_requests,
             structured_output=dict(usage.structured_output),
             below_cache_minimum=dict(usage.below_cache_minimum),
+            not_streamed=dict(usage.not_streamed),
             budget_refused=budget_refused,
             unpinned_checklists=unpinned,
             pinned_checklists_written=pins_written,

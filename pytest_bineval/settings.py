@@ -13,7 +13,7 @@ from typing import Any
 
 from .budget import budget_value
 from .errors import UsageError
-from .kinds import EXPLAIN_MODES, ExplainMode
+from .kinds import EXPLAIN_MODES, STREAM_MODES, ExplainMode, StreamMode
 from .llm.cache import CACHE_MODES, CacheMode
 from .llm.local import DEFAULT_MODEL
 from .llm.redis_cache import redis_url_value
@@ -152,6 +152,11 @@ class Settings:
         "with --bineval-repeats)", non_negative_int, "K"))
     confidence: float = field(default=0.95, metadata=_opt(
         "confidence level of the Wilson interval that stops --bineval-confirm's re-asks", confidence_level, "LEVEL"))
+    stream: StreamMode = field(default="auto", metadata=_opt(
+        "auto: a judge that cannot continue a prefill (hosted models, OpenAI-compatible servers) is asked for the "
+        "answer and its explanation in one streamed reply, closed after the answer when no explanation is wanted "
+        "(one request per question); a server that cannot stream is found once and gets an answer request and an "
+        "explanation request instead; off: always the two requests", choice(STREAM_MODES), "MODE"))
     explain: ExplainMode = field(default="failing", metadata=_opt(
         "which verdicts get an explanation: failing (every no), all, or none; the answer always comes first, "
         "from one token", choice(EXPLAIN_MODES), "MODE"))

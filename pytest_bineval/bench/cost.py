@@ -98,7 +98,12 @@ class CostRecorder:
         elif name == "verdict":
             user = next((str(m["content"]) for m in body["messages"] if m.get("role") == "user"), "")
             digest = hashlib.sha256(user.encode("utf-8")).digest()[0]
-            kind, content = "answer", json.dumps({"answer": "no" if digest % 10 < 3 else "yes"})
+            answer = "no" if digest % 10 < 3 else "yes"
+            kind, content = "answer", json.dumps({"answer": answer})
+            if body.get("stream"):  # one streamed reply: the answer, then the explanation
+                kind = "streamed"
+                content = json.dumps({"answer": answer, "explanation": "The summary states what the article "
+                                                                       "does not."})
         else:
             kind, content = "geval", "3"
         with self._lock:
@@ -107,7 +112,9 @@ class CostRecorder:
             prompt = tokens_of(len(text))
             seen_tokens = min(prompt, seen // 4)
             cached = (seen_tokens // CACHE_STEP) * CACHE_STEP if seen_tokens >= CACHE_MINIMUM_TOKENS else 0
-            self.requests.append(Request(kind, prompt, seen_tokens, tokens_of(len(content)), text))
+            # a streamed "yes" is closed by the client after its answer (explain=failing): billed up to there
+            generated = '{"answer": "yes", ' if kind == "streamed" and '"answer": "yes"' in content else content
+            self.requests.append(Request(kind, prompt, seen_tokens, tokens_of(len(generated)), text))
         reply = completion(content, model="recorder")
         reply["usage"] = {"prompt_tokens": prompt, "completion_tokens": tokens_of(len(content)),
                           "total_tokens": prompt + tokens_of(len(content)),
@@ -194,13 +201,16 @@ def measure_cost(items: list[Any], *, settings: Any = None) -> dict[str, Any]:
         settings = Settings(model="openai/recorder", api_base=server.base_url)
     settings = settings.with_overrides(cache="off", concurrency=1, explain="failing")
     engine = Engine(settings)
+    two = Engine(settings.with_overrides(stream="off"))  # the two-request path, for comparison
     out: dict[str, Any] = {"target": "recording fake server" if server is not None else str(settings.api_base),
                            "model": settings.judge_model, "summaries": len(items), "questions": len(QUESTIONS),
                            "source_tokens": sum(tokens_of(len(i.source)) for i in items) / max(1, len(items))}
     try:
         bineval_groups: list[list[Request]] = []
+        two_groups: list[list[Request]] = []
         geval_groups: list[list[Request]] = []
         usages = []
+        two_usages = []
         geval_usages = []
         no = 0
         for item in items:
@@ -209,6 +219,9 @@ def measure_cost(items: list[Any], *, settings: Any = None) -> dict[str, Any]:
             no += sum(v.answer == "no" for v in result.verdicts)
             usages.append(result.usage)
             bineval_groups.append(recorder.requests[start:])
+            start = len(recorder.requests)
+            two_usages.append(two.evaluate(item.output, checklist, item.source).usage)
+            two_groups.append(recorder.requests[start:])
             start = len(recorder.requests)
             client = engine.client(settings.judge_model)
             reply = run_sync(client.complete_text(geval_messages(spec, item, dim), max_tokens=5))
@@ -223,14 +236,19 @@ def measure_cost(items: list[Any], *, settings: Any = None) -> dict[str, Any]:
                     "completion": sum(u.completion_tokens for u in us) / n,
                     "seconds": sum(u.seconds for u in us) / n}
 
-        out["reported"] = {"bineval": reported(usages), "one-call": reported(geval_usages)}
+        out["reported"] = {"bineval": reported(usages), "bineval, two requests": reported(two_usages),
+                           "one-call": reported(geval_usages)}
+        out["estimated"] = sum(u.estimated_requests for u in usages) / n
         if server is not None:
-            out["rows"] = [_row("bineval (8 questions, explain=failing)", bineval_groups,
+            out["rows"] = [_row("bineval (8 questions, explain=failing), streamed", bineval_groups,
                                 out["reported"]["bineval"]["cached"] * n).__dict__,
+                           _row("bineval, two requests (--bineval-stream off)", two_groups,
+                                out["reported"]["bineval, two requests"]["cached"] * n).__dict__,
                            _row("one-call G-Eval-style metric", geval_groups,
                                 out["reported"]["one-call"]["cached"] * n).__dict__]
     finally:
         engine.close()
+        two.close()
         if server is not None:
             server.stop()
     return out
@@ -250,12 +268,16 @@ def render_cost(result: dict[str, Any]) -> str:
         for r in rows:
             lines.append(f"| {r['method']} | {r['requests']:.2f} | {r['prompt']:.0f} | {r['cached']:.0f} | "
                          f"{r['completion']:.1f} | " + " | ".join(f"{r['billed'][k]:.0f}" for k in labels) + " |")
-        one = rows[1]["billed"]
-        lines.append(f"| bineval / one-call | {rows[0]['requests'] / rows[1]['requests']:.1f}x | "
-                     f"{rows[0]['prompt'] / max(1, rows[1]['prompt']):.1f}x | | | "
-                     + " | ".join(f"{rows[0]['billed'][k] / max(1e-9, one[k]):.1f}x" for k in labels) + " |")
+        one = rows[-1]["billed"]
+        for r, name in ((rows[0], "bineval streamed / one-call"), (rows[1], "two requests / one-call")):
+            lines.append(f"| {name} | {r['requests'] / rows[-1]['requests']:.1f}x | "
+                         f"{r['prompt'] / max(1, rows[-1]['prompt']):.1f}x | | | "
+                         + " | ".join(f"{r['billed'][k] / max(1e-9, one[k]):.1f}x" for k in labels) + " |")
         lines.append("")
-        lines.append(f"Explanation requests re-send {rows[0]['explanation_share']:.0%} of bineval's prompt tokens. "
+        lines.append(f"Explanation requests re-send {rows[0]['explanation_share']:.0%} of bineval's prompt tokens "
+                     f"when streamed ({rows[1]['explanation_share']:.0%} on the two-request path). "
+                     f"{result.get('estimated', 0):.1f} streamed replies per assertion were closed after their answer "
+                     "(their completion is billed up to the answer; the plugin estimated their usage). "
                      "Billed: tokens in input-token units at each provider's price ratios from litellm's table "
                      "(cache read, cache write, output); tokens are characters / 4 at the recording server.")
     else:

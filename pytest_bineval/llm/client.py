@@ -13,6 +13,7 @@ request path; :meth:`LLMClient.complete_json` is the cache and the JSON reading 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import time
@@ -44,6 +45,7 @@ from .parsing import (
 )
 from .providers import continues_prefill, ensure_provider
 from .retry import RetryPolicy, classify, retry_after
+from .streaming import CLOSED, NoStream, Streamed, estimate_tokens, read_stream, refuses_stream
 from .transports import transport_for
 
 __all__ = ["BinevalEncodingWarning", "LLMClient", "ModelSettings", "Reply", "TextReply", "import_litellm", "p_yes_at",
@@ -103,6 +105,8 @@ class ModelSettings:
     repeat: int = 0
     # --bineval-cache replay: a request the cache cannot answer is an error, never sent (REPLAY_MISS).
     replay: bool = False
+    # --bineval-stream: "auto" streams the judge's answer-then-explanation replies where the provider can; "off" never.
+    stream: str = "auto"
 
     @property
     def policy(self) -> RetryPolicy:
@@ -211,8 +215,25 @@ class LLMClient:
     def continues_prefill(self) -> bool:
         """Whether the provider continues a final assistant message marked ``"prefix": True`` (litellm's
         convention) instead of answering it (the embedded model does; an in-process provider says so with
-        a ``continues_prefill`` attribute). Sets the provider up (imports litellm): ask after the cache."""
-        return continues_prefill(self.settings.model)
+        a ``continues_prefill`` attribute). Sets the provider up (imports litellm): ask after the cache. The
+        set-up's time does not count against the deadline (it moves by that time, as in :meth:`send`)."""
+        started = time.monotonic()
+        try:
+            return continues_prefill(self.settings.model)
+        finally:
+            if self.deadline is not None:
+                self.deadline += time.monotonic() - started
+
+    def may_stream(self) -> bool:
+        """Whether the judge's replies of this model are asked for streamed (:mod:`.streaming`): ``--bineval-stream
+        auto``, a model litellm serves (in-process transports do not stream), not yet found unable to."""
+        s = self.settings
+        return (s.stream == "auto" and transport_for(s.model) is None
+                and self.formats.streaming.streams(s.model) is not False)
+
+    def stream_unknown(self) -> bool:
+        """Whether a streamed request of this model would be its first (whether it streams is not known yet)."""
+        return self.may_stream() and self.formats.streaming.streams(self.settings.model) is None
 
     def uncached(self) -> LLMClient:
         """This client without the reply cache (for callers that cache a result of several requests); it shares
@@ -324,8 +345,14 @@ class LLMClient:
         want_p_yes: bool = False,
         sampling: dict[str, float] | None = None,
         cache_prefix: tuple[int, int] | None = None,
+        until: Callable[[str], bool] | None = None,
+        partial: Callable[[str], T] | None = None,
     ) -> Reply[T]:
         """One JSON reply validated by ``validate`` (which raises ValueError on a bad one).
+
+        ``until`` and ``partial``: stream the reply (where :meth:`may_stream`) and stop reading once ``until``
+        accepts the text so far; ``partial`` reads the value of such a reply cut short (raises
+        :class:`~.streaming.NoStream` when the provider cannot stream: the caller asks otherwise).
 
         ``sampling``: extra OpenAI-style decoding parameters (e.g. ``presence_penalty``), part of the key.
         ``cache_prefix``: (message index, characters) where the part every question shares ends: a prompt-cache
@@ -340,11 +367,14 @@ class LLMClient:
         if hit is not None:
             return hit
         def read(parts: ReplyParts) -> tuple[T, float | None]:
-            value = validate(parse_json_object(parts.content))
+            if parts.finish_reason == CLOSED and partial is not None:
+                value = partial(parts.content)
+            else:
+                value = validate(parse_json_object(parts.content))
             return value, p_yes_from_logprobs(parts.logprobs) if want_p_yes else None
 
         (value, p_yes), parts, usage = await self.send(request, read, schema=(schema_name, schema),
-                                                       cache_prefix=cache_prefix)
+                                                       cache_prefix=cache_prefix, until=until)
         reply = Reply(value, parts.content, p_yes, usage, cached=False)
         if self.cache is not None:
             self.cache.set(key, {"content": reply.raw, "p_yes": reply.p_yes})
@@ -352,7 +382,8 @@ class LLMClient:
 
     async def send(self, request: dict[str, Any], read: Callable[[ReplyParts], R], *,
                    schema: tuple[str, dict[str, Any]] | None = None,
-                   cache_prefix: tuple[int, int] | None = None) -> tuple[R, ReplyParts, Usage]:
+                   cache_prefix: tuple[int, int] | None = None,
+                   until: Callable[[str], bool] | None = None) -> tuple[R, ReplyParts, Usage]:
         """Send ``request`` until ``read`` accepts a reply (it raises ValueError/TypeError/KeyError on an unusable
         one), or the retries or the deadline run out; every request is counted in the usage returned.
 
@@ -361,7 +392,10 @@ class LLMClient:
         the session's negotiation has found the provider takes, and add a correction turn after an unusable
         reply; failures are classified and retried by :mod:`.retry`. Raises :class:`CallError` (cause redacted,
         usage attached) or :class:`InputTooLargeError`. ``cache_prefix``: where the shared part of the messages
-        ends (see :meth:`complete_json`).
+        ends (see :meth:`complete_json`). ``until``: stream the reply where :meth:`may_stream`, and stop reading
+        when ``until`` accepts the text so far (a reply cut short has the finish reason
+        :data:`~.streaming.CLOSED`); a model found unable to stream raises :class:`~.streaming.NoStream` with
+        the usage so far (``usage`` attribute).
         """
         policy = self.settings.policy
         model = self.settings.model
@@ -380,6 +414,7 @@ class LLMClient:
             warnings.warn(f"{replaced} lone surrogate character(s) (not valid UTF-8) in the text sent to "
                           f"{model} were replaced by U+FFFD", BinevalEncodingWarning, stacklevel=3)
         usage = Usage()
+        streaming = until is not None and self.may_stream()
         started = time.monotonic()
         deadline = started + policy.budget
         if self.deadline is not None:
@@ -402,11 +437,26 @@ class LLMClient:
             outgoing = {**request, "messages": sent, "timeout": wait_for}
             if schema is not None:
                 outgoing = self._with_form(outgoing, form, *schema)
+            streamed: Streamed | None = None
             try:
                 with cut_generations() as cut_short:
-                    response = await self._call(outgoing)
+                    response = await self._call(outgoing, until if streaming else None)
+                if isinstance(response, Streamed):
+                    streamed, response = response, response.response
             except Exception as exc:  # any failure of the request: classified, never a crash
                 usage.failed_requests += 1
+                if streaming and (isinstance(exc, NoStream) or (refuses_stream(exc) and classify(exc) == "fatal")):
+                    why = str(exc) if isinstance(exc, NoStream) else _describe(exc, self._secrets())
+                    if self.formats.streaming.learned(model, False, redact(clip(why, 200), self._secrets())):
+                        usage.not_streamed[model] = self.formats.streaming.not_streaming().get(model, "")
+                    if self.formats.streaming.streams(model) is False:
+                        usage.seconds = time.monotonic() - started
+                        raise NoStream(why, usage) from None
+                    cause = f"malformed stream: {exc}"  # a model known to stream sent a stream without a reply
+                    if attempt >= policy.retries:
+                        break
+                    attempt += 1
+                    continue
                 for prompt_tokens, completion_tokens in cut_short:  # the embedded model's work for a request cut
                     usage.prompt_tokens += prompt_tokens
                     usage.completion_tokens += completion_tokens
@@ -437,6 +487,11 @@ class LLMClient:
                 await asyncio.sleep(wait)
                 attempt += 1
                 continue
+            if streamed is not None:
+                self.formats.streaming.learned(model, True)
+                if not streamed.reported_usage:
+                    response = _estimated_usage(response, model, sent)
+                    usage.estimated_requests += 1
             usage = usage + _usage_of(response, model)
             if cache_prefix is not None:
                 usage = usage + _short_prefix(response, model, self.settings.api_base, base_messages, cache_prefix)
@@ -484,8 +539,10 @@ class LLMClient:
         if structured:
             self.formats.form(model)
 
-    async def _call(self, request: dict[str, Any]) -> Any:
-        """One request through the model's transport, else litellm (``request["timeout"]``: seconds to wait)."""
+    async def _call(self, request: dict[str, Any], until: Callable[[str], bool] | None = None) -> Any:
+        """One request through the model's transport, else litellm (``request["timeout"]``: seconds to wait).
+        ``until``: a streamed request, read by :func:`~.streaming.read_stream` (a :class:`Streamed`) within the
+        same wait, its stream closed when read (so that the provider stops generating)."""
         request = dict(request)
         timeout = float(request.pop("timeout", None) or self.settings.timeout)
         transport = transport_for(request["model"])
@@ -504,7 +561,30 @@ class LLMClient:
         client = None
         if base and model.startswith("openai/"):  # an SDK client that refuses a redirect to another host
             client = request["client"] = openai_client(base, key or "no-key", timeout)
+        async def streamed(accept: Callable[[str], bool]) -> Streamed:
+            stream = await litellm.acompletion(**request, stream=True, stream_options={"include_usage": True},
+                                               timeout=timeout, drop_params=True, num_retries=0, max_retries=0)
+            try:
+                if not hasattr(stream, "__aiter__"):  # a provider that answered the request whole
+                    raise NoStream("the provider answered a streamed request with a whole reply")
+                result = await read_stream(stream, accept)
+                result.response["provider"] = getattr(stream, "custom_llm_provider", None)
+                if not result.reported_usage:  # litellm holds back what a provider reported early (Anthropic's
+                    # message_start: the prompt's tokens, cached ones included) until the end; it keeps the chunks
+                    held = [get(c, "usage") for c in getattr(stream, "chunks", None) or []]
+                    early = next((u for u in reversed(held) if _int(get(u, "prompt_tokens"))), None)
+                    if early is not None:
+                        result.response["usage"] = early
+                return result
+            finally:
+                close = getattr(stream, "aclose", None)
+                if close is not None:
+                    with contextlib.suppress(Exception):
+                        await close()
+
         try:
+            if until is not None:
+                return await asyncio.wait_for(streamed(until), timeout=timeout)
             return await asyncio.wait_for(
                 litellm.acompletion(**request, timeout=timeout, drop_params=True, num_retries=0, max_retries=0),
                 timeout=timeout,
@@ -565,6 +645,29 @@ def _short_prefix(response: Any, model: str, api_base: str | None, messages: lis
     return Usage(below_cache_minimum={model: 1})
 
 
+def _estimated_usage(response: dict[str, Any], model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """``response`` (a streamed reply without a final usage report: closed after the answer, or a server that sends
+    none) with its tokens estimated where the provider did not report them: the prompt's (Anthropic reports them,
+    cached ones included, when the stream starts: those are kept) and the text received, by litellm's tokenizer,
+    else about four characters to a token. A provider bills a stream closed early for about that."""
+    early = response.get("usage")
+    content = str(get(get(get(response, "choices")[0], "message"), "content") or "")
+    try:
+        litellm = import_litellm()
+        prompt = _int(get(early, "prompt_tokens")) or int(litellm.token_counter(model=model, messages=messages))
+        completion = int(litellm.token_counter(model=model, text=content)) if content else 0
+    except Exception:
+        prompt = _int(get(early, "prompt_tokens")) or sum(estimate_tokens(str(m.get("content") or ""))
+                                                          for m in messages)
+        completion = estimate_tokens(content)
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                             "total_tokens": prompt + completion}
+    for name in ("prompt_tokens_details", "cache_read_input_tokens", "cache_creation_input_tokens"):
+        if get(early, name) is not None:
+            usage[name] = get(early, name)
+    return {**response, "usage": usage}
+
+
 def _int(value: Any) -> int:
     try:
         return int(value or 0)
@@ -576,8 +679,11 @@ def _cost(response: Any, cache_read: int = 0, cache_write: int = 0) -> float | N
     try:
         litellm = import_litellm()
         model = str(get(response, "model") or "")
-        hidden = getattr(response, "_hidden_params", None) or {}
-        provider = hidden.get("custom_llm_provider") if isinstance(hidden, dict) else None
+        if isinstance(response, dict):  # a streamed reply put back together (:mod:`.streaming`)
+            provider = response.get("provider")
+        else:
+            hidden = getattr(response, "_hidden_params", None) or {}
+            provider = hidden.get("custom_llm_provider") if isinstance(hidden, dict) else None
         known = litellm.model_cost
         candidates = [c for c in (model, f"{provider}/{model}" if provider else model) if c in known]
         if not candidates:
@@ -586,6 +692,13 @@ def _cost(response: Any, cache_read: int = 0, cache_write: int = 0) -> float | N
         if (cache_read and prices.get("cache_read_input_token_cost") is None) or (
                 cache_write and prices.get("cache_creation_input_token_cost") is None):
             return None  # cached tokens at a price litellm does not know: unpriced, never a guess
+        if isinstance(response, dict):
+            u = response.get("usage") or {}
+            prompt_cost, completion_cost = litellm.cost_per_token(
+                model=candidates[0], prompt_tokens=_int(get(u, "prompt_tokens")),
+                completion_tokens=_int(get(u, "completion_tokens")), cache_read_input_tokens=cache_read,
+                cache_creation_input_tokens=cache_write)
+            return float(prompt_cost + completion_cost)
         return float(litellm.completion_cost(completion_response=response))
     except Exception:
         return None

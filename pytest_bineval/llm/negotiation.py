@@ -14,6 +14,7 @@ import threading
 from typing import Any, Literal
 
 from ..models import STRUCTURED_OUTPUT_FORMS
+from .streaming import StreamNegotiator
 
 Form = Literal["json_schema", "json_object", "prompt"]
 FORMS: tuple[Form, ...] = ("json_schema", "json_object", "prompt")
@@ -70,9 +71,11 @@ def initial_form(model: str) -> Form:
 
 
 class FormatNegotiator:
-    """Per model, the structured-output form to ask for; thread- and task-safe (requests run concurrently)."""
+    """Per model, the structured-output form to ask for, and (``streaming``) whether it streams; thread- and
+    task-safe (requests run concurrently)."""
 
     def __init__(self) -> None:
+        self.streaming = StreamNegotiator()
         self._forms: dict[str, Form] = {}
         self._lock = threading.Lock()
 

@@ -116,6 +116,14 @@ def prompt_cache_text(tot: Totals) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+def estimated_text(tot: Totals) -> str:
+    """`` (3 streamed replies estimated)`` after the tokens, or "": replies whose stream was closed after the
+    answer (or that came without a usage report) have their tokens estimated from the text sent and received."""
+    if not tot.estimated_requests:
+        return ""
+    return f" ({_n(tot.estimated_requests, 'streamed reply', 'streamed replies')} estimated)"
+
+
 def budget_line(budget: str, tot: Totals) -> Line:
     """How much of the suite the budget let be judged, and what was spent against it."""
     from ..budget import parse_budget
@@ -168,8 +176,8 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         f"evaluations: {tot.evaluations} ({tot.passed} passed, {tot.failed} below threshold, "
         f"{tot.errors} judge error), questions: {tot.questions}, judge errors: {tot.judge_errors}, "
         f"requests: {tot.llm_calls}{failed}, cache hits: {tot.cache_hits}, "
-        f"tokens: {tot.prompt_tokens} prompt{prompt_cache_text(tot)} + {tot.completion_tokens} completion, "
-        f"cost: {cost}",
+        f"tokens: {tot.prompt_tokens} prompt{prompt_cache_text(tot)} + {tot.completion_tokens} completion"
+        f"{estimated_text(tot)}, cost: {cost}",
         {"bold": True},
     ))
     if confirmation is not None:
@@ -193,6 +201,9 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         lines.append((f"prompt caching: {_n(count, 'evaluation')} judged by {model} share a prompt prefix shorter "
                       f"than the provider's minimum of {CACHE_MINIMUM_TOKENS} tokens for caching, so each question "
                       "pays for it in full (a longer source or output is cached)", {"yellow": True}))
+    for model, why in sorted(tot.not_streamed.items()):
+        lines.append((f"judge {model}: cannot stream its replies ({why}); each explained answer took two "
+                      "requests (use --bineval-stream off to skip the attempt)", {"yellow": True}))
     for model, form in sorted(tot.structured_output.items()):
         what = "no response_format at all, JSON asked for in the prompt" if form == "prompt" else form
         lines.append((f"judge {model}: structured output (json_schema) not supported, using {what}",

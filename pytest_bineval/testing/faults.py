@@ -2,15 +2,26 @@
 
 It serves ``POST /v1/chat/completions`` (or the paths it is given: ``/v1/messages`` for a fake Anthropic Messages
 API, see :func:`anthropic_message`), and ``GET /v1/models``, and answers each request as its
-``respond`` function says: a JSON body with any status and headers, raw bytes, a hang, or a reset
-connection. It records every request it receives, so a test can compare the number of requests the
-server saw with the number the plugin counted. The fault matrix (:mod:`pytest_bineval.bench.reliability`)
-and the tests use it; nothing in it reaches a network beyond the loopback interface.
+``respond`` function says: a JSON body with any status and headers, raw bytes, a hang, a reset
+connection, or a :class:`Stream` of server-sent events.
+
+A request that asks for a stream (``"stream": true``) and gets a 200 reply whose body is a chat completion (or an
+Anthropic message) is sent that reply as a stream, as a real server would: one event per token (the logprobs'
+tokens when it has logprobs, else the text cut at word and punctuation boundaries), the finish reason, and the
+usage when ``stream_options.include_usage`` asks for it (Anthropic: its ``message_start`` ... ``message_stop``
+events). ``streams=False`` makes a server that cannot stream: it answers a streamed request whole. With
+``chunk_delay`` the events are sent that many seconds apart, so that a client that closes a stream early is seen
+(:attr:`FaultServer.streams_cut`).
+
+It records every request it receives, so a test can compare the number of requests the server saw with the
+number the plugin counted. The fault matrix (:mod:`pytest_bineval.bench.reliability`) and the tests use it;
+nothing in it reaches a network beyond the loopback interface.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import struct
 import threading
@@ -42,7 +53,76 @@ class Reset:
     """Close the connection at once with a TCP reset, sending nothing."""
 
 
-Action = Reply | Hang | Reset
+@dataclass(frozen=True)
+class Stream:
+    """Server-sent events as given: a dict is sent as ``data: <json>``, a str as the line ``data: <str>``; then
+    ``data: [DONE]`` unless ``done`` is False. ``delay``: seconds between events."""
+
+    events: tuple[Any, ...]
+    done: bool = True
+    delay: float = 0.0
+
+
+Action = Reply | Hang | Reset | Stream
+
+_PIECES = re.compile(r"\s*[A-Za-z0-9]+|\s*[^A-Za-z0-9\s]|\s+")
+
+
+def pieces(text: str) -> list[str]:
+    """``text`` cut as a tokenizer might: words and single punctuation marks, each with the spaces before it."""
+    return _PIECES.findall(text)
+
+
+def chunk_events(body: dict[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` events of a chat-completion ``body``, as an OpenAI server streams it."""
+    head = {"id": body.get("id", "chatcmpl-fault"), "object": "chat.completion.chunk", "created": 0,
+            "model": body.get("model", "fault")}
+    choices = body.get("choices") or []
+    if not choices:
+        events = [{**head, "choices": []}]
+    else:
+        choice = choices[0]
+        message = choice.get("message") or {}
+        content = message.get("content")
+        logprobs = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
+        events = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                        "logprobs": None, "finish_reason": None}]}]
+        if isinstance(logprobs, list) and logprobs:
+            parts = [(str(e.get("token", "")), e) for e in logprobs]
+        else:
+            parts = [(p, None) for p in pieces(content if isinstance(content, str) else "")]
+        for text, entry in parts:
+            events.append({**head, "choices": [{"index": 0, "delta": {"content": text},
+                                                "logprobs": {"content": [entry]} if entry else None,
+                                                "finish_reason": None}]})
+        events.append({**head, "choices": [{"index": 0, "delta": {}, "logprobs": None,
+                                            "finish_reason": choice.get("finish_reason", "stop")}]})
+    if include_usage and body.get("usage") is not None:
+        events.append({**head, "choices": [], "usage": body["usage"]})
+    return events
+
+
+def anthropic_events(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The ``(event, data)`` pairs of an Anthropic Messages reply ``body``, as Anthropic streams it."""
+    usage = dict(body.get("usage") or {})
+    text = "".join(str(block.get("text", "")) for block in body.get("content") or [] if block.get("type") == "text")
+    start = {**body, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "text", "text": ""}}),
+    ]
+    for piece in pieces(text):
+        events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                               "delta": {"type": "text_delta", "text": piece}}))
+    events += [
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": body.get("stop_reason", "end_turn"),
+                                                              "stop_sequence": None},
+                           "usage": {"output_tokens": usage.get("output_tokens", 0)}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return events
 
 
 @dataclass(frozen=True)
@@ -89,10 +169,15 @@ class FaultServer:
     ``paths``: the POST paths answered by ``respond`` (any other is a 404); ``/v1/messages`` makes it a fake
     Anthropic endpoint (litellm's ``anthropic/`` provider with ``api_base=server.root_url``)."""
 
-    def __init__(self, respond: Responder, *, paths: tuple[str, ...] = ("/chat/completions",)) -> None:
+    def __init__(self, respond: Responder, *, paths: tuple[str, ...] = ("/chat/completions",),
+                 streams: bool = True, chunk_delay: float = 0.0) -> None:
         self.respond = respond
         self.paths = paths
+        self.streams = streams
+        self.chunk_delay = chunk_delay
         self.received: list[Received] = []
+        self.streamed = 0  # requests answered with a stream
+        self.streams_cut = 0  # of them, streams the client closed before their end
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -173,6 +258,11 @@ def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self._send(Reply(404, error_body(f"no route {self.path}", "not_found_error")))
                 return
             action = server.respond(received, index)
+            if isinstance(action, Reply) and body.get("stream") is True and server.streams:
+                action = _as_stream(action, body, server.chunk_delay)
+            if isinstance(action, Stream):
+                self._stream(action)
+                return
             if isinstance(action, Hang):
                 server._stop.wait(action.seconds)
                 self.close_connection = True
@@ -183,6 +273,34 @@ def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self.connection.close()
                 return
             self._send(action)
+
+        def _stream(self, stream: Stream) -> None:
+            with server._lock:
+                server.streamed += 1
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.close_connection = True  # the end of the body is the end of the connection (no length)
+            self.end_headers()
+            events: list[bytes] = []
+            for event in stream.events:
+                if isinstance(event, tuple):  # (name, data): a named event (Anthropic's)
+                    events.append(f"event: {event[0]}\ndata: {json.dumps(event[1])}\n\n".encode())
+                elif isinstance(event, dict):
+                    events.append(f"data: {json.dumps(event)}\n\n".encode())
+                else:
+                    events.append(f"data: {event}\n\n".encode())
+            if stream.done:
+                events.append(b"data: [DONE]\n\n")
+            try:
+                for i, data in enumerate(events):
+                    if i and stream.delay:
+                        server._stop.wait(stream.delay)
+                    self.wfile.write(data)
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                with server._lock:
+                    server.streams_cut += 1
 
         def _send(self, reply: Reply) -> None:
             if isinstance(reply.body, bytes):
@@ -203,6 +321,18 @@ def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def _as_stream(reply: Reply, body: dict[str, Any], delay: float) -> Action:
+    """A 200 reply with a chat completion (or an Anthropic message) body, streamed; any other reply as it is."""
+    if reply.status != 200 or not isinstance(reply.body, dict):
+        return reply
+    if reply.body.get("type") == "message":
+        return Stream(tuple(anthropic_events(reply.body)), done=False, delay=delay)
+    if "choices" not in reply.body:
+        return reply
+    include = bool((body.get("stream_options") or {}).get("include_usage"))
+    return Stream(tuple(chunk_events(reply.body, include_usage=include)), delay=delay)
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
     """Poll ``predicate`` until it is true or ``timeout`` seconds have passed."""
     deadline = time.monotonic() + timeout
@@ -213,5 +343,5 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
     return predicate()
 
 
-__all__ = ["Action", "FaultServer", "Hang", "Received", "Reply", "Reset", "Responder", "anthropic_message",
-           "completion", "error_body", "wait_until"]
+__all__ = ["Action", "FaultServer", "Hang", "Received", "Reply", "Reset", "Responder", "Stream", "anthropic_events",
+           "anthropic_message", "chunk_events", "completion", "error_body", "pieces", "wait_until"]

@@ -1,5 +1,6 @@
-"""``bineval bench cost``: the recording fake server's figures come from the real request path (requests =
-questions + explanations, the cached tokens it reports reach Usage), and the billing arithmetic per provider."""
+"""``bineval bench cost``: the recording fake server's figures come from the real request path (streamed: requests =
+questions; two requests: questions + explanations; the cached tokens it reports reach Usage), and the billing
+arithmetic per provider."""
 
 from __future__ import annotations
 
@@ -22,17 +23,22 @@ def items(n: int) -> list[Item]:
 
 def test_recording_server_figures_come_from_the_request_path() -> None:
     result = measure_cost(items(2))
-    bineval, one = result["rows"]
+    streamed, two, one = result["rows"]
     no = round(result["no_share"] * 2 * len(QUESTIONS))
-    assert bineval["requests"] == (2 * len(QUESTIONS) + no) / 2  # an explanation request per "no"
+    assert 0 < no < 2 * len(QUESTIONS)
+    assert streamed["requests"] == len(QUESTIONS) and streamed["explanation_share"] == 0  # one request per question
+    assert result["reported"]["bineval"]["requests"] == len(QUESTIONS)
+    assert result["estimated"] == (2 * len(QUESTIONS) - no) / 2  # every "yes" was closed after its answer
+    assert two["requests"] == (2 * len(QUESTIONS) + no) / 2  # an explanation request per "no"
     assert one["requests"] == 1.0
     # the prefix (~1600 tokens) was seen before from the second question on: cached, as Usage read it
-    assert result["reported"]["bineval"]["cached"] == bineval["cached"] > 0
-    assert result["reported"]["bineval"]["prompt"] == bineval["prompt"]
+    assert result["reported"]["bineval, two requests"]["cached"] == two["cached"] > 0
+    assert result["reported"]["bineval, two requests"]["prompt"] == two["prompt"]
     anthropic = "Anthropic claude-haiku-4-5"
-    assert bineval["billed"][anthropic] < bineval["prompt"] / 2  # reads at 0.1x
+    assert two["billed"][anthropic] < two["prompt"] / 2  # reads at 0.1x
+    assert streamed["billed"][anthropic] < two["billed"][anthropic]
     text = render_cost(result)
-    assert "| bineval / one-call | " in text and "billed, Anthropic claude-haiku-4-5" in text
+    assert "| bineval streamed / one-call | " in text and "billed, Anthropic claude-haiku-4-5" in text
 
 
 def test_billing_ratios() -> None:

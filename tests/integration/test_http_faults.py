@@ -31,11 +31,13 @@ def _warm() -> None:
     run_scenario(SCENARIOS[0], timeout=120.0)
 
 
+@pytest.mark.parametrize("stream", ["auto", "off"], ids=["streamed", "two-requests"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
-def test_fault_matrix(scenario: Scenario) -> None:
+def test_fault_matrix(scenario: Scenario, stream: str) -> None:
     """Outcome (error with cause / InputTooLargeError / the control's answers), requests seen by the server ==
-    requests counted == expected, wall time within the evaluation's budget, Retry-After honoured."""
-    result = run_scenario(scenario, questions=2, retries=2, timeout=2.5)
+    requests counted == expected, wall time within the evaluation's budget, Retry-After honoured; streamed (one
+    request per question, the fault server streaming its chat completions) and on the two-request path."""
+    result = run_scenario(scenario, questions=2, retries=2, timeout=2.5, stream=stream)
     assert not result.silent_pass and not result.crashed
     assert result.problems == [], result
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -46,9 +45,10 @@ CHECKLIST = Checklist(
 )
 
 
-def test_engine_against_llama_cpp_server(llama_server: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stream", ["auto", "off"], ids=["streamed", "two-requests"])
+def test_engine_against_llama_cpp_server(llama_server: str, stream: str) -> None:
     engine = Engine(Settings(model=f"openai/{ALIAS}", api_base=llama_server, cache="off", concurrency=3,
-                             timeout=120.0))
+                             timeout=120.0, stream=stream))
     try:
         result = engine.evaluate("Lyon opened a 40 million euro bridge.", CHECKLIST, ARTICLE)
     finally:
@@ -59,13 +59,22 @@ def test_engine_against_llama_cpp_server(llama_server: str, tmp_path: Path) -> N
     assert all(v.p_yes is not None and 0.0 <= v.p_yes <= 1.0 for v in result.verdicts)
     # json_schema was refused (HTTP 500), json_object used from then on, and said once
     assert result.usage.structured_output == {f"openai/{ALIAS}": "json_object"}
-    # requests: 3 answers, an explanation per "no" (explain=failing), and 1-3 refused json_schema requests (the
-    # three questions are asked concurrently, so each may have been sent before the first refusal came back)
     explained = [v for v in result.verdicts if v.explanation]
-    assert [v.answer for v in explained] == ["no"] * sum(v.answer == "no" for v in result.verdicts)
-    refused = result.usage.llm_calls - 3 - len(explained)
-    assert 1 <= refused <= 3
-    assert result.usage.failed_requests == refused
+    noes = sum(v.answer == "no" for v in result.verdicts)
+    assert [v.answer for v in explained] == ["no"] * noes
+    if stream == "auto":
+        # one streamed request per question (the first asked alone: the refused json_schema request is its only
+        # extra); each "yes" closed after its answer, its tokens estimated; each "no" read on to its explanation
+        assert result.usage.llm_calls == 3 + 1 and result.usage.failed_requests == 1
+        assert result.usage.estimated_requests == 3 - noes
+        assert result.usage.not_streamed == {}
+    else:
+        # 3 answers, an explanation per "no" (explain=failing), and 1-3 refused json_schema requests (the three
+        # questions are asked concurrently, so each may have been sent before the first refusal came back)
+        refused = result.usage.llm_calls - 3 - len(explained)
+        assert 1 <= refused <= 3
+        assert result.usage.failed_requests == refused
+        assert result.usage.estimated_requests == 0
     assert result.usage.prompt_tokens > 0 and result.usage.cost_usd is None  # tokens counted, cost unknown
     # every request to a model litellm has no price for is unpriced, the refused ones included
     assert result.usage.unpriced_requests == result.usage.llm_calls
@@ -96,7 +105,8 @@ def test_assert_passes_through_the_plugin_then_from_the_cache(pytester: pytest.P
                                 "json_object"])
     report = ReportDocument.load(pytester.path / "first.json")
     assert report.totals.judge_errors == 0 and report.totals.questions == 6
-    assert report.totals.llm_calls >= 6 + 1  # the refused json_schema request(s) are counted too
+    # one streamed request per question, and the refused json_schema request (the first question is asked alone)
+    assert report.totals.llm_calls == 6 + 1
     assert all(v.p_yes is not None for e in report.evaluations for v in e.verdicts)
 
     again = pytester.runpytest_subprocess(*args, "--bineval-report=again.json", timeout=600)

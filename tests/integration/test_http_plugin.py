@@ -124,7 +124,7 @@ SERVICE_TOKEN = "tok-SERVICE-SECRET-9876"
 
 def _echo(req: Received, index: int) -> Reply:
     sent = req.headers.get("authorization", "").removeprefix("Bearer ")
-    user = next((m["content"] for m in reversed(req.body.get("messages", [])) if m["role"] == "user"), "")
+    user = " ".join(str(m["content"]) for m in req.body.get("messages", []) if m["role"] == "user")
     if "Is the key kept secret?" in user:
         return Reply(401, error_body(f"Incorrect API key provided: {sent}", "invalid_request_error"))
     explanation = f"The response quotes the key {sent} and api_key={sent}."

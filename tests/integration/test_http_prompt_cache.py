@@ -35,7 +35,10 @@ def _user_blocks(req: Received) -> list[dict[str, Any]]:
     return content
 
 
-def test_anthropic_breakpoints_sent_and_cache_tokens_priced(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("stream", ["auto", "off"])
+def test_anthropic_breakpoints_sent_and_cache_tokens_priced(monkeypatch: pytest.MonkeyPatch, stream: str) -> None:
+    """Streamed (the default), each "yes" is read from the first events and the stream closed: the prompt's tokens,
+    cached ones included, are what Anthropic reported when the stream started; the completion's are estimated."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-real")
 
     def respond(req: Received, index: int) -> Reply:
@@ -45,10 +48,10 @@ def test_anthropic_breakpoints_sent_and_cache_tokens_priced(monkeypatch: pytest.
                                             output_tokens=6, cache_read=read, cache_write=write))
 
     with FaultServer(respond, paths=("/v1/messages",)) as server:
-        engine = Engine(Settings(model=MODEL, api_base=server.root_url, cache="off", concurrency=1))
+        engine = Engine(Settings(model=MODEL, api_base=server.root_url, cache="off", concurrency=1, stream=stream))
         result = engine.evaluate("The bridge opened in 1932.", checklist(3), LONG_SOURCE)
         assert [v.answer for v in result.verdicts] == ["yes"] * 3
-        assert server.requests == 3
+        assert server.requests == 3 and server.streamed == (3 if stream == "auto" else 0)
         for req, q in zip(server.received, checklist(3).questions, strict=True):
             blocks = _user_blocks(req)
             assert blocks[0]["cache_control"] == {"type": "ephemeral"}
@@ -58,9 +61,13 @@ def test_anthropic_breakpoints_sent_and_cache_tokens_priced(monkeypatch: pytest.
         assert len({_user_blocks(r)[0]["text"] for r in server.received}) == 1
     u = result.usage
     assert (u.cached_prompt_tokens, u.cache_write_tokens, u.prompt_tokens) == (3000, 1500, 3 * 1530)
+    # streamed: the completion's tokens are those of the text received before the stream was closed, estimated
+    assert u.estimated_requests == (3 if stream == "auto" else 0)
+    assert 0 < u.completion_tokens <= 3 * 6
     prices = import_litellm().model_cost["claude-haiku-4-5"]
     expected = (3 * 30 * prices["input_cost_per_token"] + 3000 * prices["cache_read_input_token_cost"]
-                + 1500 * prices["cache_creation_input_token_cost"] + 3 * 6 * prices["output_cost_per_token"])
+                + 1500 * prices["cache_creation_input_token_cost"]
+                + u.completion_tokens * prices["output_cost_per_token"])
     assert u.unpriced_requests == 0 and u.cost_usd == pytest.approx(expected)
     assert u.below_cache_minimum == {}  # ~1500 shared tokens: above the 1024-token minimum
     assert engine.usage.cached_prompt_tokens == 3000
@@ -84,18 +91,21 @@ def test_anthropic_short_prefix_noted_once_per_evaluation(monkeypatch: pytest.Mo
 
 
 def _openai_cached(model: str) -> Any:
+    """Replies of "no" with an explanation: a streamed one is read to its end, where OpenAI reports the usage."""
     def respond(req: Received, index: int) -> Reply:
-        body = completion('{"answer": "yes"}', model=model)
+        body = completion('{"answer": "no", "explanation": "The response does not."}', model=model)
         body["usage"] = {"prompt_tokens": 2000, "completion_tokens": 6, "total_tokens": 2006,
                          "prompt_tokens_details": {"cached_tokens": 1536}}
         return Reply(200, body)
     return respond
 
 
-def test_openai_cached_tokens_read_and_priced_at_the_cache_price() -> None:
+@pytest.mark.parametrize("stream", ["auto", "off"])
+def test_openai_cached_tokens_read_and_priced_at_the_cache_price(stream: str) -> None:
     with FaultServer(_openai_cached("gpt-4o-mini")) as server:
-        engine = Engine(Settings(model="openai/gpt-4o-mini", api_base=server.base_url, cache="off"))
+        engine = Engine(Settings(model="openai/gpt-4o-mini", api_base=server.base_url, cache="off", stream=stream))
         result = engine.evaluate("x", checklist(2), LONG_SOURCE)
+        assert server.requests == 2 and server.streamed == (2 if stream == "auto" else 0)
         # an OpenAI-compatible server needs no breakpoint: the messages go as plain text
         assert all(isinstance(m["content"], str) for r in server.received for m in r.body["messages"])
     u = result.usage
@@ -103,7 +113,7 @@ def test_openai_cached_tokens_read_and_priced_at_the_cache_price() -> None:
     prices = import_litellm().model_cost["gpt-4o-mini"]
     expected = 2 * (464 * prices["input_cost_per_token"] + 1536 * prices["cache_read_input_token_cost"]
                     + 6 * prices["output_cost_per_token"])
-    assert u.unpriced_requests == 0 and u.cost_usd == pytest.approx(expected)
+    assert u.unpriced_requests == 0 and u.estimated_requests == 0 and u.cost_usd == pytest.approx(expected)
     tot = Totals.of([], u)
     assert "tokens: 4000 prompt (3072 cached) + 12 completion" in summary_lines([], tot)[-1][0]
     assert json.loads(tot.model_dump_json())["cached_prompt_tokens"] == 3072
