@@ -30,6 +30,7 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from ..kinds import StreamMode
 from ..llm.server import SERVER_ALIAS, LlamaServer
 from ..testing.faults import Action, FaultServer, Hang, Received, Reply, Reset, completion, error_body
 
@@ -108,12 +109,12 @@ class Scenario:
     stream_requests: Callable[[int, int], tuple[int, int]] | None = None
     stream_cause: str | None = None
 
-    def expected_requests(self, questions: int, retries: int, stream: str) -> tuple[int, int]:
+    def expected_requests(self, questions: int, retries: int, stream: StreamMode) -> tuple[int, int]:
         if stream == "auto" and self.stream_requests is not None:
             return self.stream_requests(questions, retries)
         return self.requests(questions, retries)
 
-    def expected_cause(self, stream: str) -> str:
+    def expected_cause(self, stream: StreamMode) -> str:
         return self.stream_cause if stream == "auto" and self.stream_cause is not None else self.cause
 
 
@@ -250,7 +251,7 @@ def _checklist(questions: int) -> Any:
 
 
 def run_scenario(scenario: Scenario, *, questions: int = 2, retries: int = 2, timeout: float = 2.5,
-                 concurrency: int = 1, stream: str = "auto") -> Outcome:
+                 concurrency: int = 1, stream: StreamMode = "auto") -> Outcome:
     """One evaluation against a fresh fault server playing ``scenario``; ``stream``: ``--bineval-stream`` (auto:
     one streamed request per question, the server streaming its chat completions; off: the two-request path)."""
     from ..engine import Engine
@@ -552,7 +553,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_scenario(SCENARIOS[0], timeout=120.0)  # warm-up: litellm's first request loads its provider modules
     selected = [s for s in SCENARIOS if args.only is None or args.only in s.name]
     failed = False
-    for mode in ("auto", "off") if args.stream == "both" else (args.stream,):
+    modes: tuple[StreamMode, ...] = ("auto", "off") if args.stream == "both" else (args.stream,)
+    for mode in modes:
         rows = [[run_scenario(s, questions=args.questions, retries=args.retries, timeout=args.timeout, stream=mode)
                  for _ in range(args.runs)] for s in selected]
         title = ("streamed: one request per question, --bineval-stream auto" if mode == "auto"

@@ -17,6 +17,7 @@ import pytest
 from pytest_bineval import Checklist, Question, Settings
 from pytest_bineval.bench.reliability import SCENARIOS, VERDICT_YES, Scenario, run_scenario
 from pytest_bineval.engine import Engine, run_sync
+from pytest_bineval.kinds import StreamMode
 from pytest_bineval.llm.client import BinevalEncodingWarning
 from pytest_bineval.llm.negotiation import FormatNegotiator
 from pytest_bineval.llm.retry import RetryPolicy, classify, parse_retry_after
@@ -33,7 +34,7 @@ def _warm() -> None:
 
 @pytest.mark.parametrize("stream", ["auto", "off"], ids=["streamed", "two-requests"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
-def test_fault_matrix(scenario: Scenario, stream: str) -> None:
+def test_fault_matrix(scenario: Scenario, stream: StreamMode) -> None:
     """Outcome (error with cause / InputTooLargeError / the control's answers), requests seen by the server ==
     requests counted == expected, wall time within the evaluation's budget, Retry-After honoured; streamed (one
     request per question, the fault server streaming its chat completions) and on the two-request path."""
