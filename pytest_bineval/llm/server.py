@@ -80,7 +80,11 @@ class LlamaServer:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias",
                  SERVER_ALIAS, "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads), "--host", HOST,
-                 "--port", str(self.port)],
+                 "--port", str(self.port),
+                 # its default cuts a streamed reply short when another request comes in (the reply then ends
+                 # without a finish reason): the judge streams its questions concurrently, so requests wait their
+                 # turn instead
+                 "--interrupt_requests", "False"],
                 stdout=out, stderr=subprocess.STDOUT if out is not None else None,
                 start_new_session=True)  # a Ctrl-C of the terminal reaches this process only; it stops the server
         finally:
