@@ -149,8 +149,15 @@ def cmd_align(args: argparse.Namespace) -> int:
         print(f"iteration {n}: {r.status.upper()}: {r.message}")
         print(f"    {len(items)} outputs x {len(checklist.questions)} questions, {r.compared} answered by both, "
               f"{r.disagreements} disagreements; {r.usage.llm_calls} LLM calls, {r.usage.cache_hits} cache hits")
+        discarded = sum(1 for lesson in r.lessons if lesson.get("discarded_edit"))
+        if discarded:
+            print(f"    updater edits discarded (words of its own prompt, not an edit; the lesson was appended): "
+                  f"{discarded}")
         for lesson in r.lessons:
             print(f"    lesson [{lesson['status']}] {lesson['text']}")
+            for key, what in (("discarded_edit", "edit discarded"), ("rejected_edit", "edit not applied")):
+                if lesson.get(key):
+                    print(f"        {what}: {lesson[key]}")
     if results and results[-1].status != "no disagreements" and not args.dry_run:
         print(f"history: {results[-1].history}; use the prompt with --bineval-judge-prompt {prompt}")
     return 0

