@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from .errors import ArgumentTypeError, CallError, InputTooLargeError
+from .llm.caching import Points
 from .llm.client import LLMClient
 from .llm.parsing import answer_at, read_reply, reply_schema
 from .llm.streaming import NoStream, answer_so_far
@@ -195,6 +196,19 @@ def shared_prefix(messages: list[dict[str, Any]], blank: list[dict[str, Any]]) -
     return None
 
 
+def cache_points(messages: list[dict[str, Any]], blank: list[dict[str, Any]],
+                 blank_output: list[dict[str, Any]]) -> Points | None:
+    """Where prompt-cache breakpoints go in one question's ``messages``: after the source (where they part from
+    ``blank_output``, the same messages for an empty output: what every assertion about this source shares) and
+    after the output (where they part from ``blank``, for an empty question: what the assertion's questions
+    share); None when the questions share nothing (``question_first``)."""
+    shared = shared_prefix(messages, blank)
+    if shared is None:
+        return None
+    source = shared_prefix(messages, blank_output)
+    return (source, shared) if source is not None and source < shared else (shared,)
+
+
 def explanation_messages(messages: list[dict[str, Any]], answer_reply: str) -> list[dict[str, Any]]:
     """The explanation request of the ``turns`` shape: the answer request's messages, the model's answer
     reply, and the packaged follow-up turn."""
@@ -217,7 +231,7 @@ class _Answer:
 
 
 async def _answer(client: LLMClient, messages: list[dict[str, Any]], shape: Shape,
-                  prefix: tuple[int, int] | None = None) -> tuple[_Answer, Usage]:
+                  prefix: Points | None = None) -> tuple[_Answer, Usage]:
     if shape == "prefill":
         reply = await client.complete_text(
             [*messages, {"role": "assistant", "content": ANSWER_PREFILL, "prefix": True}],
@@ -252,7 +266,7 @@ def _answer_read_so_far(text: str) -> tuple[Literal["yes", "no"], str]:
 
 
 async def _streamed(client: LLMClient, messages: list[dict[str, Any]], explain: ExplainMode,
-                    prefix: tuple[int, int] | None) -> tuple[_Answer, Usage]:
+                    prefix: Points | None) -> tuple[_Answer, Usage]:
     """One streamed request: the answer, and its explanation when ``explain`` wants one (else the stream is
     closed after the answer). Raises :class:`NoStream` (with the usage) when the model cannot stream."""
     def enough(text: str) -> bool:
@@ -269,7 +283,7 @@ async def _streamed(client: LLMClient, messages: list[dict[str, Any]], explain: 
 
 
 async def _explanation(client: LLMClient, messages: list[dict[str, Any]], shape: Shape,
-                       first: _Answer, prefix: tuple[int, int] | None = None) -> tuple[str, Usage]:
+                       first: _Answer, prefix: Points | None = None) -> tuple[str, Usage]:
     if shape == "prefill":
         reply = await client.complete_text(
             [*messages, {"role": "assistant", "content": explanation_prefill(first.answer), "prefix": True}],
@@ -303,7 +317,7 @@ def _cached_verdict(entry: dict[str, Any] | None) -> tuple[Literal["yes", "no"],
 
 async def judge_question(client: LLMClient, messages: list[dict[str, Any]], question: Question,
                          explain: ExplainMode = "failing",
-                         prefix: tuple[int, int] | None = None) -> tuple[Verdict, Usage]:
+                         prefix: Points | None = None) -> tuple[Verdict, Usage]:
     """One verdict: from the cache, else an answer request and, when ``explain`` wants one, an
     explanation request. A failed answer is an error verdict; a failed explanation keeps the answer and
     says why the explanation is missing (and is not cached). ``prefix``: where the messages' shared part ends
@@ -365,6 +379,8 @@ async def judge(
     stop = asyncio.Event()  # set by a question that raised: the questions not asked yet are not asked
     blank = judge_messages(checklist.task, source, output, Question(id="", dimension="", text=""),
                            question_first=question_first, prompt=prompt)
+    blank_output = judge_messages(checklist.task, source, "", Question(id="", dimension="", text=""),
+                                  question_first=question_first, prompt=prompt)
 
     async def ask(q: Question) -> tuple[Verdict, Usage] | None:
         if q.check is not None:  # code answers it: the judge is never asked
@@ -375,7 +391,8 @@ async def judge(
             messages = judge_messages(checklist.task, source, output, q, question_first=question_first,
                                       prompt=prompt)
             try:
-                return await judge_question(client, messages, q, explain, shared_prefix(messages, blank))
+                return await judge_question(client, messages, q, explain,
+                                            cache_points(messages, blank, blank_output))
             except Exception:
                 stop.set()
                 raise

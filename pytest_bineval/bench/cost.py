@@ -12,9 +12,11 @@ earlier request (in 128-token steps from 1024 tokens), so the plugin's cached-to
 
 Billing at named providers' price ratios (from litellm's price table, relative to the model's input price) is
 computed from the recorded requests: *no cache* (every prompt token at 1x), OpenAI's automatic cache (cached
-tokens at the cache-read ratio), Anthropic with a breakpoint on the shared prefix (the first question of an
-assertion writes it at the write ratio, the others read it at the read ratio; only a prefix of >= 1024 tokens is
-cached), completion tokens at the output ratio. Figures are per assertion (per summary for the one-call metric).
+tokens at the cache-read ratio), Anthropic with the judge's two breakpoints (after the source: an assertion about a
+source an earlier one wrote reads it at the read ratio; after the output: the first question of an assertion writes
+what is not read yet at the write ratio, the others read it; only a prefix of >= 1024 tokens is cached; the one-call
+metric sends none), completion tokens at the output ratio. Figures are per assertion (per summary for the one-call
+metric).
 """
 
 from __future__ import annotations
@@ -132,12 +134,25 @@ def _ratios(model: str) -> dict[str, float]:
             "output": float(prices["output_cost_per_token"]) / base}
 
 
-def billed(requests: list[Request], kind: str, ratios: dict[str, float]) -> float:
-    """The billed tokens (in input-token units) of one assertion's requests (or one one-call metric's)."""
+def _source_end(text: str) -> str | None:
+    """The judge request's text up to the end of its source (where the judge's source breakpoint goes)."""
+    at = text.find("<response>")
+    return text[:at] if at > 0 else None
+
+
+def billed(requests: list[Request], kind: str, ratios: dict[str, float],
+           cached_sources: set[str] | None = None) -> float:
+    """The billed tokens (in input-token units) of one assertion's requests (or one one-call metric's).
+    ``cached_sources`` (Anthropic, the judge's requests): the source prefixes earlier assertions of the run have
+    written to the cache (the judge's first breakpoint, after the source); this assertion's is added."""
     total = 0.0
-    # Anthropic: what the assertion's requests share up to the breakpoint (a prefix cached in an earlier assertion
-    # ends with another output: it does not match)
+    # Anthropic: what the assertion's requests share up to the second breakpoint (after the output)
     shared = min((_common(requests[0].text, r.text) for r in requests[1:]), default=0) // 4
+    source = _source_end(requests[0].text) if cached_sources is not None else None
+    source_tokens = len(source) // 4 if source is not None else 0
+    source_read = source is not None and source_tokens >= CACHE_MINIMUM_TOKENS and source in (cached_sources or ())
+    if source is not None and source_tokens >= CACHE_MINIMUM_TOKENS and cached_sources is not None:
+        cached_sources.add(source)
     for i, r in enumerate(requests):
         total += ratios["output"] * r.completion
         if kind == "none":
@@ -148,6 +163,9 @@ def billed(requests: list[Request], kind: str, ratios: dict[str, float]) -> floa
         else:  # anthropic: a breakpoint after the shared prefix, cached when it is long enough
             if shared < CACHE_MINIMUM_TOKENS:
                 total += r.prompt
+            elif i == 0 and source_read:  # the source read from an earlier assertion's write, the output written
+                total += ratios["read"] * source_tokens + ratios["write"] * (shared - source_tokens) + (r.prompt
+                                                                                                      - shared)
             elif i == 0:
                 total += ratios["write"] * shared + (r.prompt - shared)
             else:
@@ -166,11 +184,17 @@ class Row:
     explanation_share: float  # of the prompt tokens, those of explanation requests (which re-send the prompt)
 
 
-def _row(method: str, groups: list[list[Request]], reported_cached: float) -> Row:
+def _row(method: str, groups: list[list[Request]], reported_cached: float, *, breakpoints: bool = True,
+         new_sources: bool = False) -> Row:
+    """``breakpoints``: the method sends the judge's Anthropic breakpoints (the one-call metric sends none);
+    ``new_sources``: bill every assertion as if its source were new to the cache (a suite whose tests each judge
+    another input), not as read where an earlier assertion about the same source wrote it."""
     n = max(1, len(groups))
     bills: dict[str, float] = {}
     for label, model, kind in PROVIDERS:
-        bills[label] = sum(billed(g, kind, _ratios(model)) for g in groups) / n
+        sources: set[str] | None = set() if breakpoints else None
+        bills[label] = sum(billed(g, kind, _ratios(model), set() if new_sources and breakpoints else sources)
+                           for g in groups) / n
     prompt = sum(r.prompt for g in groups for r in g)
     explained = sum(r.prompt for g in groups for r in g if r.kind == "explanation")
     return Row(method, sum(len(g) for g in groups) / n, prompt / n, reported_cached / n,
@@ -242,10 +266,12 @@ def measure_cost(items: list[Any], *, settings: Any = None) -> dict[str, Any]:
         if server is not None:
             out["rows"] = [_row("bineval (8 questions, explain=failing), streamed", bineval_groups,
                                 out["reported"]["bineval"]["cached"] * n).__dict__,
+                           _row("bineval streamed, each source new to the cache", bineval_groups,
+                                out["reported"]["bineval"]["cached"] * n, new_sources=True).__dict__,
                            _row("bineval, two requests (--bineval-stream off)", two_groups,
                                 out["reported"]["bineval, two requests"]["cached"] * n).__dict__,
                            _row("one-call G-Eval-style metric", geval_groups,
-                                out["reported"]["one-call"]["cached"] * n).__dict__]
+                                out["reported"]["one-call"]["cached"] * n, breakpoints=False).__dict__]
     finally:
         engine.close()
         two.close()
@@ -269,13 +295,14 @@ def render_cost(result: dict[str, Any]) -> str:
             lines.append(f"| {r['method']} | {r['requests']:.2f} | {r['prompt']:.0f} | {r['cached']:.0f} | "
                          f"{r['completion']:.1f} | " + " | ".join(f"{r['billed'][k]:.0f}" for k in labels) + " |")
         one = rows[-1]["billed"]
-        for r, name in ((rows[0], "bineval streamed / one-call"), (rows[1], "two requests / one-call")):
+        for r, name in ((rows[0], "bineval streamed / one-call"), (rows[1], "each source new / one-call"),
+                        (rows[2], "two requests / one-call")):
             lines.append(f"| {name} | {r['requests'] / rows[-1]['requests']:.1f}x | "
                          f"{r['prompt'] / max(1, rows[-1]['prompt']):.1f}x | | | "
                          + " | ".join(f"{r['billed'][k] / max(1e-9, one[k]):.1f}x" for k in labels) + " |")
         lines.append("")
         lines.append(f"Explanation requests re-send {rows[0]['explanation_share']:.0%} of bineval's prompt tokens "
-                     f"when streamed ({rows[1]['explanation_share']:.0%} on the two-request path). "
+                     f"when streamed ({rows[2]['explanation_share']:.0%} on the two-request path). "
                      f"{result.get('estimated', 0):.1f} streamed replies per assertion were closed after their answer "
                      "(their completion is billed up to the answer; the plugin estimated their usage). "
                      "Billed: tokens in input-token units at each provider's price ratios from litellm's table "

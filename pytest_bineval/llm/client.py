@@ -28,7 +28,7 @@ from ..prompting import prompt_version
 from ..redaction import redact, replace_surrogates, secrets_of_params
 from ._litellm import import_litellm
 from .cache import REPLAY_MISS, ResponseCache, cache_key
-from .caching import cache_minimum, needs_breakpoints, with_breakpoint
+from .caching import Points, cache_minimum, needs_breakpoints, with_breakpoints
 from .http import CrossHostRedirect, openai_client, warn_plain_http_key
 from .local import cut_generations, is_embedded
 from .negotiation import Form, FormatNegotiator, format_for, response_format
@@ -344,7 +344,7 @@ class LLMClient:
         max_tokens: int,
         want_p_yes: bool = False,
         sampling: dict[str, float] | None = None,
-        cache_prefix: tuple[int, int] | None = None,
+        cache_prefix: Points | None = None,
         until: Callable[[str], bool] | None = None,
         partial: Callable[[str], T] | None = None,
     ) -> Reply[T]:
@@ -355,8 +355,8 @@ class LLMClient:
         :class:`~.streaming.NoStream` when the provider cannot stream: the caller asks otherwise).
 
         ``sampling``: extra OpenAI-style decoding parameters (e.g. ``presence_penalty``), part of the key.
-        ``cache_prefix``: (message index, characters) where the part every question shares ends: a prompt-cache
-        breakpoint there for providers that need one (:mod:`.caching`; not part of the key).
+        ``cache_prefix``: (message index, characters) points, the last where the part every question shares ends:
+        prompt-cache breakpoints there for providers that need them (:mod:`.caching`; not part of the key).
         Raises :class:`CallError` (cause redacted, usage attached) when no usable reply came within the retries
         and the deadline, :class:`InputTooLargeError` when the prompt does not fit the model's context.
         """
@@ -382,7 +382,7 @@ class LLMClient:
 
     async def send(self, request: dict[str, Any], read: Callable[[ReplyParts], R], *,
                    schema: tuple[str, dict[str, Any]] | None = None,
-                   cache_prefix: tuple[int, int] | None = None,
+                   cache_prefix: Points | None = None,
                    until: Callable[[str], bool] | None = None) -> tuple[R, ReplyParts, Usage]:
         """Send ``request`` until ``read`` accepts a reply (it raises ValueError/TypeError/KeyError on an unusable
         one), or the retries or the deadline run out; every request is counted in the usage returned.
@@ -433,7 +433,7 @@ class LLMClient:
                 usage.structured_output[model] = form
             usage.llm_calls += 1
             wait_for = min(policy.timeout, remaining)
-            sent = with_breakpoint(convo, cache_prefix) if cache_prefix and needs_breakpoints(model) else convo
+            sent = with_breakpoints(convo, cache_prefix) if cache_prefix and needs_breakpoints(model) else convo
             outgoing = {**request, "messages": sent, "timeout": wait_for}
             if schema is not None:
                 outgoing = self._with_form(outgoing, form, *schema)
@@ -630,7 +630,7 @@ def _usage_of(response: Any, model: str) -> Usage:
 
 
 def _short_prefix(response: Any, model: str, api_base: str | None, messages: list[dict[str, str]],
-                  at: tuple[int, int]) -> Usage:
+                  points: Points) -> Usage:
     """``below_cache_minimum`` of one reply: its shared prefix (the reply's prompt tokens, in proportion to the
     prefix's share of the characters) is shorter than the provider's minimum for prompt caching."""
     minimum = cache_minimum(model, api_base)
@@ -638,7 +638,7 @@ def _short_prefix(response: Any, model: str, api_base: str | None, messages: lis
     if minimum is None or not prompt_tokens:
         return Usage()
     lengths = [len(str(m.get("content") or "")) for m in messages]
-    index, chars = at
+    index, chars = points[-1]
     shared = sum(lengths[:index]) + chars
     if prompt_tokens * shared / max(1, sum(lengths)) >= minimum:
         return Usage()

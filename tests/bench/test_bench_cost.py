@@ -23,7 +23,10 @@ def items(n: int) -> list[Item]:
 
 def test_recording_server_figures_come_from_the_request_path() -> None:
     result = measure_cost(items(2))
-    streamed, two, one = result["rows"]
+    streamed, new, two, one = result["rows"]
+    assert new["requests"] == streamed["requests"] and new["prompt"] == streamed["prompt"]
+    # both summaries judge one source: the second reads it where the first wrote it, unless every source is new
+    assert streamed["billed"]["Anthropic claude-haiku-4-5"] < new["billed"]["Anthropic claude-haiku-4-5"]
     no = round(result["no_share"] * 2 * len(QUESTIONS))
     assert 0 < no < 2 * len(QUESTIONS)
     assert streamed["requests"] == len(QUESTIONS) and streamed["explanation_share"] == 0  # one request per question
@@ -49,6 +52,20 @@ def test_billing_ratios() -> None:
     assert billed(group, "openai", ratios) == pytest.approx(1200 + (1200 - 1024) + 0.1 * 1024 + 20)
     short = [Request("answer", 600, 0, 2, "y" * 2000), Request("answer", 600, 500, 2, "y" * 2000)]
     assert billed(short, "anthropic", ratios) == billed(short, "none", ratios) == 1200 + 20  # below the minimum
+
+
+def test_a_source_written_by_an_earlier_assertion_is_read() -> None:
+    source = "s" * 4800  # 1200 tokens, then the output
+    first = [Request("answer", 1300, 0, 0, f"{source}<response>A</response> q1"),
+             Request("answer", 1300, 0, 0, f"{source}<response>A</response> q2")]
+    second = [Request("answer", 1300, 0, 0, f"{source}<response>B</response> q1"),
+              Request("answer", 1300, 0, 0, f"{source}<response>B</response> q2")]
+    ratios = {"read": 0.1, "write": 1.25, "output": 5.0}
+    sources: set[str] = set()
+    alone = billed(second, "anthropic", ratios)
+    assert billed(first, "anthropic", ratios, sources) == pytest.approx(alone)  # nothing to read yet
+    # the second assertion reads the 1200 source tokens (0.1x) instead of writing them (1.25x)
+    assert billed(second, "anthropic", ratios, sources) == pytest.approx(alone - (1.25 - 0.1) * 1200)
 
 
 def test_joined_sources_make_a_long_source() -> None:

@@ -12,7 +12,7 @@ import pytest
 from pytest_bineval import Checklist, Question, Settings
 from pytest_bineval.engine import Engine
 from pytest_bineval.llm._litellm import import_litellm
-from pytest_bineval.llm.caching import cache_minimum, needs_breakpoints, with_breakpoint
+from pytest_bineval.llm.caching import cache_minimum, needs_breakpoints, with_breakpoint, with_breakpoints
 from pytest_bineval.models import Usage
 from pytest_bineval.outputs.terminal import summary_lines
 from pytest_bineval.record import Totals
@@ -54,11 +54,14 @@ def test_anthropic_breakpoints_sent_and_cache_tokens_priced(monkeypatch: pytest.
         assert server.requests == 3 and server.streamed == (3 if stream == "auto" else 0)
         for req, q in zip(server.received, checklist(3).questions, strict=True):
             blocks = _user_blocks(req)
-            assert blocks[0]["cache_control"] == {"type": "ephemeral"}
-            assert LONG_SOURCE in blocks[0]["text"] and q.text not in blocks[0]["text"]
-            assert q.text in blocks[1]["text"] and "cache_control" not in blocks[1]
-        # the shared part is the same text in every request: what the provider caches
-        assert len({_user_blocks(r)[0]["text"] for r in server.received}) == 1
+            # two breakpoints: after the source (what every assertion about it shares), after the output (what
+            # the assertion's questions share); the question after them
+            assert blocks[0]["cache_control"] == blocks[1]["cache_control"] == {"type": "ephemeral"}
+            assert LONG_SOURCE in blocks[0]["text"] and "The bridge opened in 1932." not in blocks[0]["text"]
+            assert "The bridge opened in 1932." in blocks[1]["text"] and q.text not in blocks[1]["text"]
+            assert q.text in blocks[2]["text"] and "cache_control" not in blocks[2]
+        # the shared parts are the same text in every request: what the provider caches
+        assert len({(_user_blocks(r)[0]["text"], _user_blocks(r)[1]["text"]) for r in server.received}) == 1
     u = result.usage
     assert (u.cached_prompt_tokens, u.cache_write_tokens, u.prompt_tokens) == (3000, 1500, 3 * 1530)
     # streamed: the completion's tokens are those of the text received before the stream was closed, estimated
@@ -136,6 +139,30 @@ def test_which_providers_get_breakpoints_and_minimums() -> None:
     assert cache_minimum("openai/gpt-4o", None) == 1024 and cache_minimum("anthropic/claude-x", "http://h") == 1024
     assert cache_minimum("openai/smollm2", "http://127.0.0.1:8080/v1") is None  # a server of one's own
     assert cache_minimum("bineval/smollm2", None) is None
+
+
+def test_the_source_breakpoint_is_shared_by_assertions_about_one_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two outputs of one source: the first block (up to the end of the source) is the same text in both
+    assertions' requests, so a suite judging many outputs of one input reads the source from the cache."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-real")
+    with FaultServer(lambda req, i: Reply(200, anthropic_message('{"answer": "yes"}', model="claude-haiku-4-5")),
+                     paths=("/v1/messages",)) as server:
+        engine = Engine(Settings(model=MODEL, api_base=server.root_url, cache="off"))
+        engine.evaluate("First summary.", checklist(2), LONG_SOURCE)
+        engine.evaluate("Second summary.", checklist(2), LONG_SOURCE)
+    firsts = {_user_blocks(r)[0]["text"] for r in server.received}
+    seconds = {_user_blocks(r)[1]["text"] for r in server.received}
+    assert len(firsts) == 1 and LONG_SOURCE in next(iter(firsts))
+    assert len(seconds) == 2  # one per output
+
+
+def test_with_breakpoints_split_at_each_point() -> None:
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "source|output|question"}]
+    out = with_breakpoints(messages, ((1, 7), (1, 14)))
+    assert out[1]["content"] == [{"type": "text", "text": "source|", "cache_control": {"type": "ephemeral"}},
+                                 {"type": "text", "text": "output|", "cache_control": {"type": "ephemeral"}},
+                                 {"type": "text", "text": "question"}]
+    assert with_breakpoints(messages, ((1, 99), (7, 1))) is messages
 
 
 def test_with_breakpoint_splits_only_text_in_range() -> None:
