@@ -171,3 +171,25 @@ def test_a_stream_that_breaks_after_the_answer_of_a_no_is_an_error() -> None:
         engine.close()
     assert [v.answer for v in result.verdicts] == ["error"]
     assert result.usage.llm_calls == server.requests == 2
+
+
+def test_the_summary_and_the_report_say_what_was_estimated(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\nbineval_cache = off\n")
+    pytester.makepyfile(test_it=f'''
+from pytest_bineval import Checklist, assert_passes
+
+CHECKLIST = Checklist.model_validate_json({checklist(4).model_dump_json()!r})
+
+def test_summary():
+    assert_passes("summary", checklist=CHECKLIST, threshold=0.5)
+''')
+    with FaultServer(verdicts) as server:
+        result = pytester.runpytest(f"--bineval-model={MODEL}", f"--bineval-api-base={server.base_url}",
+                                    "--bineval-report=report.json")
+    result.assert_outcomes(passed=1)
+    assert server.requests == server.streamed == 4
+    result.stdout.fnmatch_lines(["*requests: 4, cache hits: 0, tokens: * prompt + * completion (2 streamed replies "
+                                 "estimated), cost: unknown"])
+    assert "cannot stream" not in result.stdout.str()
+    totals = json.loads((pytester.path / "report.json").read_text())["totals"]
+    assert (totals["llm_calls"], totals["estimated_requests"], totals["not_streamed"]) == (4, 2, {})
