@@ -170,6 +170,11 @@ def judge_differences(before: JudgedBy, after: JudgedBy, compared: Collection[st
     if before.prompt_version and after.prompt_version and before.prompt_version != after.prompt_version:
         lines.append(f"the baseline was judged with version {before.prompt_version} of pytest-bineval's prompts, "
                      f"this run with version {after.prompt_version}")
+    hosted = [m for m in (after.models or [after.model]) if m and not m.startswith("bineval/")]
+    if before.stream and after.stream and before.stream != after.stream and hosted:
+        lines.append(f"the baseline was judged with --bineval-stream {before.stream}, this run with "
+                     f"--bineval-stream {after.stream}: a hosted judge's requests differ (streamed, its prompt ends "
+                     "with a turn asking for the answer and the explanation in one reply)")
     keys = [k for k in compared if k in before.checklists and k in after.checklists]
     other = sum(before.checklists[k] != after.checklists[k] for k in keys)
     if other:

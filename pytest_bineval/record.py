@@ -573,15 +573,18 @@ class JudgedBy(BaseModel):
     judge_prompt: str = Field(default="", description="the judge prompt: 'judge.md (packaged)' or the file of "
                               "--bineval-judge-prompt")
     judge_prompt_digest: str = Field(default="", description="sha256 of the judge prompt's turns, as sent")
+    stream: str = Field(default="", description="--bineval-stream: auto (a hosted judge answers in one streamed "
+                        "request, its prompt ending with the turn that asks for the answer and the explanation) or "
+                        "off (two requests)")
     checklists: dict[str, str] = Field(default_factory=dict, description="evaluation key -> digest of the questions "
                                        "it was judged with (questions_digest; none for a record without them)")
 
     @classmethod
     def of_records(cls, records: Iterable[EvaluationRecord], *, model: str = "", prompt_version: str = "",
-                   judge_prompt: str = "", judge_prompt_digest: str = "") -> JudgedBy:
+                   judge_prompt: str = "", judge_prompt_digest: str = "", stream: str = "") -> JudgedBy:
         recs = list(records)
         return cls(model=model, models=sorted({r.model for r in recs if r.model}), prompt_version=prompt_version,
-                   judge_prompt=judge_prompt, judge_prompt_digest=judge_prompt_digest,
+                   judge_prompt=judge_prompt, judge_prompt_digest=judge_prompt_digest, stream=stream,
                    checklists={r.key: questions_digest(r.questions) for r in recs if r.questions})
 
 

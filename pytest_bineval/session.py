@@ -383,7 +383,8 @@ class BinevalService:
         return JudgedBy.of_records(self.ledger.records, model=self.engine.settings.judge_model,
                                    prompt_version=prompt_version(),
                                    judge_prompt=self.options.settings.judge_prompt or "judge.md (packaged)",
-                                   judge_prompt_digest=self.engine.judge_prompt_digest())
+                                   judge_prompt_digest=self.engine.judge_prompt_digest(),
+                                   stream=self.engine.settings.stream)
 
     def report_document(self, optimized: list[OptimizeOutcome] | None = None, *,
                         partial: str | None = None) -> ReportDocument:

@@ -15,7 +15,7 @@ BASE.json``).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .errors import UsageError
@@ -48,6 +48,15 @@ def _tests(document: ReportDocument) -> set[str]:
     return {r.test for r in document.evaluations} | {u.test for u in document.unscored}
 
 
+def _difference(shards: Sequence[Shard], value: Callable[[Shard], str]) -> tuple[tuple[str, str],
+                                                                                 tuple[str, str]] | None:
+    """((path, value), (path, other value)) of the first shard whose recorded ``value`` differs from the first
+    recorded one; shards that record none are left out."""
+    known = [(s.path, v) for s in shards if (v := value(s))]
+    other = next(((path, v) for path, v in known if v != known[0][1]), None)
+    return None if other is None else (known[0], other)
+
+
 def check_shards(shards: Sequence[Shard]) -> None:
     """UsageError when the shards cannot be one run: a test in two of them, or a different judge."""
     seen: dict[str, str] = {}
@@ -68,21 +77,25 @@ def check_shards(shards: Sequence[Shard]) -> None:
                 raise UsageError(
                     f"the shard reports were not judged alike: {first_shard.path} has {what} {mine!r}, {shard.path} "
                     f"has {theirs!r}; their scores are not comparable. Run every shard with the same settings")
-    # what the report records of its judge (JudgedBy): the packaged prompts' version, the judge prompt's digest
-    versions = [(s.path, s.document.judge().prompt_version) for s in shards]
-    dated = [(path, v) for path, v in versions if v]  # a report written before versions were kept: nothing to compare
-    newer = next(((path, v) for path, v in dated if v != dated[0][1]), None)
-    if newer is not None:
-        raise UsageError(f"the shard reports were not judged alike: {dated[0][0]} has packaged prompt version "
-                         f"{dated[0][1]!r}, {newer[0]} has {newer[1]!r}; their scores are not comparable. Run every "
-                         "shard with the same settings")
-    digests = [(s.path, s.document.judge().judge_prompt_digest) for s in shards]
-    known = [(path, d) for path, d in digests if d]  # a report written before digests were kept: nothing to compare
-    other = next(((path, d) for path, d in known if d != known[0][1]), None)
-    if other is not None:
-        raise UsageError(f"the shard reports were not judged alike: {known[0][0]} was judged with a judge prompt of "
-                         f"sha256 {known[0][1][:12]}, {other[0]} with {other[1][:12]}; their scores are not "
-                         "comparable. Run every shard with the same judge prompt")
+    # what the report records of its judge (JudgedBy); a report written before a value was kept: nothing to compare
+    version = _difference(shards, lambda s: s.document.judge().prompt_version)
+    if version is not None:
+        (path, mine), (other, theirs) = version
+        raise UsageError(f"the shard reports were not judged alike: {path} has packaged prompt version {mine!r}, "
+                         f"{other} has {theirs!r}; their scores are not comparable. Run every shard with the same "
+                         "settings")
+    digest = _difference(shards, lambda s: s.document.judge().judge_prompt_digest)
+    if digest is not None:
+        (path, mine), (other, theirs) = digest
+        raise UsageError(f"the shard reports were not judged alike: {path} was judged with a judge prompt of "
+                         f"sha256 {mine[:12]}, {other} with {theirs[:12]}; their scores are not comparable. Run every "
+                         "shard with the same judge prompt")
+    stream = _difference(shards, lambda s: s.document.judge().stream)
+    if stream is not None:
+        (path, mine), (other, theirs) = stream
+        raise UsageError(f"the shard reports were not judged alike: {path} has --bineval-stream {mine}, {other} has "
+                         f"--bineval-stream {theirs}; their scores are not comparable. Run every shard with the same "
+                         "settings")
     rounds = {s.path: (s.document.confirmation.rounds if s.document.confirmation else 0) for s in shards}
     if len(set(rounds.values())) > 1:
         raise UsageError("the shard reports were not judged alike: --bineval-confirm differs ("
@@ -111,7 +124,8 @@ def merge_shards(shards: Sequence[Shard], *, expect: int | None = None) -> Repor
     optimize: list[OptimizeOutcome] = [o for s in shards for o in s.document.optimize or []]
     first = shards[0].document.judge()
     judged_by = JudgedBy.of_records(ledger.records, model=first.model, prompt_version=first.prompt_version,
-                                    judge_prompt=first.judge_prompt, judge_prompt_digest=first.judge_prompt_digest)
+                                    judge_prompt=first.judge_prompt, judge_prompt_digest=first.judge_prompt_digest,
+                                    stream=first.stream)
     confirmed = [s.document.confirmation for s in shards if s.document.confirmation is not None]
     return ledger.document(shards[0].document.settings, notes=notes, partial="; ".join(reasons) or None,
                            optimize=optimize or None, judged_by=judged_by,

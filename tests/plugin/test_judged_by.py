@@ -89,6 +89,18 @@ def _judged(**changes: object) -> JudgedBy:
     return base.model_copy(update=changes)
 
 
+def test_a_baseline_judged_with_another_stream_mode_is_said_for_a_hosted_judge() -> None:
+    hosted = judge_differences(_judged(models=["openai/gpt-4o-mini"], stream="off"),
+                               _judged(models=["openai/gpt-4o-mini"], stream="auto"))
+    assert hosted == ["the baseline was judged with --bineval-stream off, this run with --bineval-stream auto: a "
+                      "hosted judge's requests differ (streamed, its prompt ends with a turn asking for the answer "
+                      "and the explanation in one reply)"]
+    # the embedded judge continues a prefill whatever the mode; a report that does not record it compares nothing
+    assert judge_differences(_judged(models=["bineval/smollm2"], stream="off"),
+                             _judged(models=["bineval/smollm2"], stream="auto")) == []
+    assert judge_differences(_judged(models=["openai/x"]), _judged(models=["openai/x"], stream="auto")) == []
+
+
 def test_judge_differences_one_sentence_each() -> None:
     assert judge_differences(_judged(), _judged(), ["t::a", "t::b"]) == []
     lines = judge_differences(_judged(), _judged(models=["m", "n"], prompt_version="7",

@@ -107,10 +107,11 @@ def _record(test: str, answer: str = "yes") -> EvaluationRecord:
                                   checklist_status="pinned")
 
 
-def _shard(path: Path, *records: EvaluationRecord, model: str = "m", prompt_version: str = "7",
+def _shard(path: Path, *records: EvaluationRecord, model: str = "m", prompt_version: str = "7", stream: str = "auto",
            **fields: Any) -> str:
     usage = Usage(llm_calls=len(records), prompt_tokens=10 * len(records))
-    ReportDocument(settings=ReportSettings(model=model), judged_by=JudgedBy(model=model, prompt_version=prompt_version),
+    ReportDocument(settings=ReportSettings(model=model),
+                   judged_by=JudgedBy(model=model, prompt_version=prompt_version, stream=stream),
                    totals=Totals.of(records, usage), evaluations=list(records), **fields).write(path)
     return str(path)
 
@@ -128,6 +129,7 @@ def test_a_test_in_two_shards_is_an_error_naming_both_files(tmp_path: Path,
 @pytest.mark.parametrize(("change", "said"), [
     ({"model": "other/judge"}, "has judge model (--bineval-model) 'm', {b} has 'other/judge'"),
     ({"prompt_version": "8"}, "has packaged prompt version '7', {b} has '8'"),
+    ({"stream": "off"}, "has --bineval-stream auto, {b} has --bineval-stream off"),
 ])
 def test_shards_judged_differently_are_an_error_naming_both(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                             change: dict[str, str], said: str) -> None:
