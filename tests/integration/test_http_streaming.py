@@ -90,10 +90,11 @@ def test_one_request_per_question_closed_when_no_explanation_is_wanted(explain: 
     assert u.not_streamed == {}
 
 
-def test_a_server_that_cannot_stream_is_found_by_one_request(pytester: pytest.Pytester) -> None:
-    """It answers a streamed request whole: the first question of the first assertion, asked alone, finds that out;
-    every other question takes the two-request path (the explanation volunteered with the answer here), and the
-    summary says so once."""
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_server_that_cannot_stream_is_found_by_one_request(pytester: pytest.Pytester, workers: int) -> None:
+    """It answers a streamed request whole: the first question of the first assertion, asked alone, finds that out
+    (once per process: each pytest-xdist worker finds it out for itself); every other question takes the two-request
+    path (the explanation volunteered with the answer here), and the summary says so once."""
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\nbineval_cache = off\n")
     pytester.makepyfile(test_it=f'''
 import pytest
@@ -106,15 +107,18 @@ def test_summary(i):
     assert_passes(f"summary {{i}}", checklist=CHECKLIST, threshold=0.5)
 ''')
     with FaultServer(verdicts, streams=False) as server:
+        xdist = ["-p", "xdist", "-n", str(workers)] if workers else []
         result = pytester.runpytest(f"--bineval-model={MODEL}", f"--bineval-api-base={server.base_url}",
-                                    "--bineval-concurrency=4")
+                                    "--bineval-concurrency=4", *xdist)
     result.assert_outcomes(passed=2)
-    streamed = [r for r in server.received if r.body.get("stream")]
-    assert len(streamed) == 1 and server.streamed == 0  # one attempt, although four questions are asked at once
-    assert server.requests == 1 + 2 * 4
+    # one attempt per process that judged, although four questions are asked at once
+    attempts = sum(bool(r.body.get("stream")) for r in server.received)
+    assert attempts == 1 if not workers else 1 <= attempts <= 2
+    assert server.streamed == 0 and server.requests == attempts + 2 * 4
     out = result.stdout.str()
     assert out.count(f"judge {MODEL}: cannot stream its replies") == 1
-    result.stdout.fnmatch_lines(["*requests: 9 (1 failed)*", f"judge {MODEL}: cannot stream its replies (a streamed "
+    result.stdout.fnmatch_lines([f"*requests: {attempts + 8} ({attempts} failed)*",
+                                 f"judge {MODEL}: cannot stream its replies (a streamed "
                                  "request got no text in * chunk(s): the server does not stream); each explained "
                                  "answer took two requests (use --bineval-stream off to skip the attempt)"])
 
