@@ -78,24 +78,21 @@ def check_shards(shards: Sequence[Shard]) -> None:
                     f"the shard reports were not judged alike: {first_shard.path} has {what} {mine!r}, {shard.path} "
                     f"has {theirs!r}; their scores are not comparable. Run every shard with the same settings")
     # what the report records of its judge (JudgedBy); a report written before a value was kept: nothing to compare
-    version = _difference(shards, lambda s: s.document.judge().prompt_version)
-    if version is not None:
-        (path, mine), (other, theirs) = version
-        raise UsageError(f"the shard reports were not judged alike: {path} has packaged prompt version {mine!r}, "
-                         f"{other} has {theirs!r}; their scores are not comparable. Run every shard with the same "
-                         "settings")
-    digest = _difference(shards, lambda s: s.document.judge().judge_prompt_digest)
-    if digest is not None:
-        (path, mine), (other, theirs) = digest
-        raise UsageError(f"the shard reports were not judged alike: {path} was judged with a judge prompt of "
-                         f"sha256 {mine[:12]}, {other} with {theirs[:12]}; their scores are not comparable. Run every "
-                         "shard with the same judge prompt")
-    stream = _difference(shards, lambda s: s.document.judge().stream)
-    if stream is not None:
-        (path, mine), (other, theirs) = stream
-        raise UsageError(f"the shard reports were not judged alike: {path} has --bineval-stream {mine}, {other} has "
-                         f"--bineval-stream {theirs}; their scores are not comparable. Run every shard with the same "
-                         "settings")
+    recorded: tuple[tuple[Callable[[Shard], str], Callable[[str, str, str, str], str], str], ...] = (
+        (lambda s: s.document.judge().prompt_version,
+         lambda a, x, b, y: f"{a} has packaged prompt version {x!r}, {b} has {y!r}", "the same settings"),
+        (lambda s: s.document.judge().judge_prompt_digest,
+         lambda a, x, b, y: f"{a} was judged with a judge prompt of sha256 {x[:12]}, {b} with {y[:12]}",
+         "the same judge prompt"),
+        (lambda s: s.document.judge().stream,
+         lambda a, x, b, y: f"{a} has --bineval-stream {x}, {b} has --bineval-stream {y}", "the same settings"),
+    )
+    for value, said, fix in recorded:
+        found = _difference(shards, value)
+        if found is not None:
+            (path, mine), (other, theirs) = found
+            raise UsageError(f"the shard reports were not judged alike: {said(path, mine, other, theirs)}; their "
+                             f"scores are not comparable. Run every shard with {fix}")
     rounds = {s.path: (s.document.confirmation.rounds if s.document.confirmation else 0) for s in shards}
     if len(set(rounds.values())) > 1:
         raise UsageError("the shard reports were not judged alike: --bineval-confirm differs ("

@@ -132,3 +132,39 @@ def answer(req):
         return json.dumps(value)
     return value
 '''
+
+
+# A generator prompt of the optimizer's tests (a news editor's), and its one system line.
+NEWS_PROMPT = """## system
+You are a news editor. You summarize news articles for a busy reader.
+
+## user
+<article>
+{{article}}
+</article>
+
+Summarize the article above in 2-3 sentences.
+"""
+NEWS_LINE = "You summarize news articles for a busy reader."
+
+
+# The optimizer's loop tests: a judge rule under which the generator prompt "learns" (once it says "Copy every
+# number", the number question passes), and a test file judged with prompts/gen.md.
+LEARNING_ANSWER = '''
+def answer(req):
+    # the generator prompt "learns": once it says "Copy every number", the number question passes
+    return "no" if "Does the response meet consistency check 1?" == req.question and "COPY" not in req.user else "yes"
+'''
+LEARNING_TESTS = '''
+from pathlib import Path
+import pytest
+from pytest_bineval import assert_passes
+
+PROMPT = Path(__file__).parent / "prompts" / "gen.md"
+
+@pytest.mark.bineval(task="Summarize the article.", prompt="prompts/gen.md")
+def test_summary():
+    made_with = PROMPT.read_text()
+    output = "A summary. " + ("COPY" if "Copy every number" in made_with else "")
+    assert_passes(output, dimension="consistency", source="An article.", threshold=1.0)
+'''

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import LEARNING_ANSWER, LEARNING_TESTS, NEWS_PROMPT
 
 from pytest_bineval import Settings
 from pytest_bineval.engine import Engine, run_sync
@@ -30,16 +31,7 @@ from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
-PROMPT = """## system
-You are a news editor. You summarize news articles for a busy reader.
-
-## user
-<article>
-{{article}}
-</article>
-
-Summarize the article above in 2-3 sentences.
-"""
+PROMPT = NEWS_PROMPT
 Q_NUM = "Is every number in the response also in the input?"
 Q_LEN = "Is the response at most three sentences long?"
 
@@ -275,25 +267,9 @@ def test_growth_budget_stops_a_bloating_iteration(engine: Any, tmp_path: Path, m
 # -- the plugin --------------------------------------------------------------------------------------------
 
 
-ANSWER = '''
-def answer(req):
-    # the generator prompt "learns": once it says "Copy every number", the number question passes
-    return "no" if "Does the response meet consistency check 1?" == req.question and "COPY" not in req.user else "yes"
-'''
+ANSWER = LEARNING_ANSWER
 LESSON = {"lesson": "lambda req: '{\"lesson\": \"Copy every number exactly.\"}'"}
-TESTS = '''
-from pathlib import Path
-import pytest
-from pytest_bineval import assert_passes
-
-PROMPT = Path(__file__).parent / "prompts" / "gen.md"
-
-@pytest.mark.bineval(task="Summarize the article.", prompt="prompts/gen.md")
-def test_summary():
-    made_with = PROMPT.read_text()
-    output = "A summary. " + ("COPY" if "Copy every number" in made_with else "")
-    assert_passes(output, dimension="consistency", source="An article.", threshold=1.0)
-'''
+TESTS = LEARNING_TESTS
 
 
 def project(pytester: pytest.Pytester) -> Path:

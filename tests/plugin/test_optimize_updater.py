@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import LEARNING_ANSWER, LEARNING_TESTS, NEWS_LINE, NEWS_PROMPT
 
 from pytest_bineval import Checklist, Question, Settings
 from pytest_bineval.cli import main
@@ -22,17 +23,8 @@ from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
-PROMPT = """## system
-You are a news editor. You summarize news articles for a busy reader.
-
-## user
-<article>
-{{article}}
-</article>
-
-Summarize the article above in 2-3 sentences.
-"""
-LINE = "You summarize news articles for a busy reader."
+PROMPT = NEWS_PROMPT
+LINE = NEWS_LINE
 Q_NUM = "Is every number in the response also in the input?"
 LESSON = f"Make sure that: {Q_NUM}"  # the scripted note-taker's lesson
 
@@ -112,24 +104,8 @@ def test_a_real_edit_is_still_applied(engine: Any, tmp_path: Path) -> None:
 
 # -- the loop's report ---------------------------------------------------------------------------------------
 
-ANSWER = '''
-def answer(req):
-    # the generator prompt "learns": once it says "Copy every number", the number question passes
-    return "no" if "Does the response meet consistency check 1?" == req.question and "COPY" not in req.user else "yes"
-'''
-TESTS = '''
-from pathlib import Path
-import pytest
-from pytest_bineval import assert_passes
-
-PROMPT = Path(__file__).parent / "prompts" / "gen.md"
-
-@pytest.mark.bineval(task="Summarize the article.", prompt="prompts/gen.md")
-def test_summary():
-    made_with = PROMPT.read_text()
-    output = "A summary. " + ("COPY" if "Copy every number" in made_with else "")
-    assert_passes(output, dimension="consistency", source="An article.", threshold=1.0)
-'''
+ANSWER = LEARNING_ANSWER
+TESTS = LEARNING_TESTS
 EXAMPLE_COPY = ('lambda req: \'{"find": "Suggest one trip for the family.", "replace": "Suggest one trip for the '
                 'family. Give the price of the trip."}\'')
 

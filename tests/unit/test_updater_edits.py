@@ -8,21 +8,13 @@ import json
 import re
 
 import pytest
+from support import NEWS_LINE, NEWS_PROMPT
 
 from pytest_bineval.optimize.lessons import apply_edit, template_problem
 from pytest_bineval.prompting import load_prompt
 
-PROMPT = """## system
-You are a news editor. You summarize news articles for a busy reader.
-
-## user
-<article>
-{{article}}
-</article>
-
-Summarize the article above in 2-3 sentences.
-"""
-LINE = "You summarize news articles for a busy reader."
+PROMPT = NEWS_PROMPT
+LINE = NEWS_LINE
 LESSON = "Copy every number exactly as the article gives it."
 
 
