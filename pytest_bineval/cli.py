@@ -185,7 +185,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         if diff is None:
             raise UsageError(f"--fail-on-regression needs a comparison: give --baseline BASE.json ({args.report} "
                              "holds none: its run had no --bineval-baseline)")
-        diff = diff.model_copy(update={"failed": diff.fail_reason() is not None})
+        diff = diff.model_copy(update={"failed": diff.gate_text() is not None,  # the gate named as given here
+                                       "gate_option": "bineval report --fail-on-regression"})
     if diff is not None and diff is not document.regressions:
         document = document.compared_with(diff)
     if document.partial:
@@ -214,8 +215,7 @@ def cmd_report(args: argparse.Namespace) -> int:
               f"{diff.tolerance:.2f}, {sum(len(d.changes) + d.unchanged for d in diff.compared)} questions compared")
     reason = diff.fail_reason() if diff is not None and diff.failed else None
     if reason:
-        print(f"bineval report: failed: {reason.replace('--bineval-fail-on-regression', '--fail-on-regression')}",
-              file=sys.stderr)
+        print(f"bineval report: failed: {reason}", file=sys.stderr)
         return 1
     return 0
 
@@ -248,7 +248,8 @@ def cmd_report_merge(args: argparse.Namespace) -> int:
     document = merge_reports(args.shards, expect=args.expect)
     document.write(args.output)
     t = document.totals
-    print(f"wrote {Path(args.output).resolve()}: {len(args.shards)} shard reports, {t.evaluations} evaluations "
+    shards = f"{len(args.shards)} shard report{'' if len(args.shards) == 1 else 's'}"
+    print(f"wrote {Path(args.output).resolve()}: {shards}, {t.evaluations} evaluations "
           f"({t.passed} passed, {t.failed} below threshold, {t.errors} judge error), {t.llm_calls} requests, "
           f"{t.cache_hits} cache hits")
     for note in document.notes:

@@ -320,6 +320,9 @@ class RegressionReport(BaseModel):
                                           "from what judged this run (judge model, judge prompt, prompts version, "
                                           "checklists): said before anything else")
     failed: bool = Field(default=False, description="--bineval-fail-on-regression failed the session")
+    gate_option: str = Field(default="--bineval-fail-on-regression", description="the option that set the gate, "
+                             "as the gate's text names it: --bineval-fail-on-regression (a pytest run) or bineval "
+                             "report --fail-on-regression (the gate of a report file)")
 
     def changes(self, kind: ChangeKind) -> list[tuple[EvaluationDiff, QuestionChange]]:
         """The changes of ``kind``, except those of slightly edited questions (:meth:`edited_changes`)."""
@@ -343,14 +346,22 @@ class RegressionReport(BaseModel):
         return sum(len(d.questions_added) + len(d.questions_removed) for d in self.compared)
 
     def fail_reason(self) -> str | None:
-        """Why ``--bineval-fail-on-regression`` fails this run, or None: significant regressions of dimensions, or
-        with ``fail_on="any"`` any regression flip or score drop beyond the tolerance."""
+        """Why the gate (``--bineval-fail-on-regression``, or ``bineval report --fail-on-regression``: the
+        :attr:`gate_option` named at the end) fails this run, or None: :meth:`gate_text` and the option."""
+        text = self.gate_text()
+        if text is None:
+            return None
+        return f"{text} ({self.gate_option}{'=any' if self.fail_on == 'any' else ''})"
+
+    def gate_text(self) -> str | None:
+        """What the gate fails this run for, without the option, or None: significant regressions of dimensions,
+        or with ``fail_on="any"`` any regression flip or score drop beyond the tolerance."""
         if self.fail_on != "any":
             n = len(self.regressed())
             if not n:
                 return None
             return (f"{n} dimension{'s' if n != 1 else ''} regressed significantly (p < {self.alpha:g}) vs baseline "
-                    f"{self.baseline} (--bineval-fail-on-regression)")
+                    f"{self.baseline}")
         parts = []
         if n := len(self.changes("regression")):
             parts.append(f"{n} regression{'s' if n != 1 else ''}")
@@ -358,7 +369,7 @@ class RegressionReport(BaseModel):
             parts.append(f"{n} score drop{'s' if n != 1 else ''} beyond tolerance {self.tolerance:.2f}")
         if not parts:
             return None
-        return f"{' and '.join(parts)} vs baseline {self.baseline} (--bineval-fail-on-regression=any)"
+        return f"{' and '.join(parts)} vs baseline {self.baseline}"
 
 
 class UnstableQuestion(BaseModel):

@@ -125,6 +125,17 @@ def test_a_test_in_two_shards_is_an_error_naming_both_files(tmp_path: Path,
     assert not (tmp_path / "merged.json").exists()
 
 
+def test_a_shard_report_given_twice_is_an_error_not_a_double_count(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``bineval report merge a.json a.json`` once wrote a report with every evaluation of a.json twice."""
+    a = _shard(tmp_path / "a.json", _record("t.py::test_x"))
+    b = _shard(tmp_path / "b.json", _record("t.py::test_y"))
+    assert main(["report", "merge", a, b, a, "-o", str(tmp_path / "merged.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"{a} is given twice (shard reports 1 and 3): give each shard's report once" in err
+    assert not (tmp_path / "merged.json").exists()
+
+
 @pytest.mark.parametrize(("change", "said"), [
     ({"model": "other/judge"}, "has judge model (--bineval-model) 'm', {b} has 'other/judge'"),
     ({"prompt_version": "8"}, "has packaged prompt version '7', {b} has '8'"),
@@ -172,10 +183,12 @@ def test_merged_report_gates_and_writes_the_summary_and_the_pr_comment(
     out, err = capsys.readouterr()
     assert f"compared with {base}: 1 regressed question(s) (yes -> no)" in out
     gate = "1 regression and 1 score drop beyond tolerance 0.00 vs baseline"
-    assert f"::error title=bineval%3A regressions against the baseline::{gate}" in out
+    named = f"{gate} {base} (bineval report --fail-on-regression=any)"  # the gate named as the user gave it
+    assert f"::error title=bineval%3A regressions against the baseline::{named}\n" in out
     assert "::error title=bineval%3A t.py%3A%3Atest_y below threshold::fluency 0.00 < 0.50" in out
-    assert f"bineval report: failed: {gate} {base} (--fail-on-regression=any)" in err
-    assert "**Session failed**" in summary.read_text(encoding="utf-8")
+    assert f"bineval report: failed: {named}" in err
+    assert "(bineval report --fail-on-regression=any)" in summary.read_text(encoding="utf-8").split(
+        "**Session failed**")[1]
     assert comment.read_text(encoding="utf-8").startswith(f"## bineval: **{gate} {base}**")
     # the same comparison without the gate: exit 0; and a gate with nothing to compare with is a usage error
     assert main(["report", merged, "--baseline", base, "--github", "off"]) == 0
@@ -188,6 +201,26 @@ def test_merged_report_gates_and_writes_the_summary_and_the_pr_comment(
     capsys.readouterr()
     assert main(["report", merged, "--fail-on-regression", "--github", "off"]) == 2
     assert "--fail-on-regression needs a comparison: give --baseline BASE.json" in capsys.readouterr().err
+
+
+def test_the_gate_of_bineval_report_names_its_own_option_not_the_pytest_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A report whose run compared with a baseline, gated again by ``bineval report --fail-on-regression``: every
+    output (annotation, stderr, HTML) names that option, not the run's --bineval-fail-on-regression."""
+    from pytest_bineval.baseline import diff_runs
+
+    before, after = _record("t.py::test_x"), _record("t.py::test_x", "no")
+    run = tmp_path / "run.json"
+    ReportDocument(settings=ReportSettings(model="m"), evaluations=[after],
+                   regressions=diff_runs([before], [after], baseline="base.json")).write(run)
+    html = tmp_path / "run.html"
+    assert main(["report", str(run), "--fail-on-regression=any", "--github", "on", "--html", str(html)]) == 1
+    out, err = capsys.readouterr()
+    named = "1 regression and 1 score drop beyond tolerance 0.00 vs baseline base.json (bineval report " \
+            "--fail-on-regression=any)"
+    assert f"regressions against the baseline::{named}" in out
+    assert f"bineval report: failed: {named}" in err
+    assert "--bineval-fail-on-regression" not in out + err + html.read_text(encoding="utf-8")
 
 
 def test_shards_own_baseline_comparisons_are_left_out_with_a_note(tmp_path: Path) -> None:
