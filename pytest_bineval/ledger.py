@@ -100,7 +100,7 @@ class RunLedger:
                                                              usage=self.checklist_usage),
                               judged_by=judged_by,
                               pins=sorted(set(self.pin_actions), key=lambda a: (a.path, a.dimensions, a.task,
-                                                                                a.action, a.why)),
+                                                                                a.action, a.why, a.test)),
                               confirmation=None if confirm is None else ConfirmationSummary.of(
                                   *confirm, self.confirm_cost, self.records))
 

@@ -357,16 +357,17 @@ def _pin_in_run(path: Path, checklist: Checklist, test: str, *, since_ns: int, m
 
 
 # -- --bineval-update-checklists: what to write, what to keep -----------------------------------------------------
-def _action(action: PinActionKind, path: Path, checklist: Checklist, rootpath: Path, why: str = "") -> PinAction:
+def _action(action: PinActionKind, path: Path, checklist: Checklist, rootpath: Path, why: str = "",
+            test: str = "") -> PinAction:
     """The :class:`~pytest_bineval.record.PinAction` of ``checklist``'s entry in the file at ``path`` (shown
-    relative to the rootdir)."""
+    relative to the rootdir); ``test``: the test an action ``listed`` added to the entry."""
     try:
         shown = path.relative_to(rootpath).as_posix()
     except ValueError:
         shown = str(path)
     subject = checklist.question if checklist.question is not None else checklist.task
     return PinAction(action=action, path=shown, dimensions=tuple(sorted(checklist.dimensions)), task=subject,
-                     why=why)
+                     why=why, test=test if action == "listed" else "")
 
 
 def check_inside(path: Path, rootpath: Path) -> None:
@@ -402,7 +403,7 @@ async def update_pin(path: Path, test: str, task: str, dimensions: dict[str, str
             checklist, action = _pin_in_run(path, checklist, test, since_ns=since_ns, marker_dir=marker_dir,
                                             keep_existing=True)
             if action is not None:
-                actions.append(_action(action, path, checklist, rootpath))
+                actions.append(_action(action, path, checklist, rootpath, test=test))
         if entry.edited:
             actions.append(_action("kept", path, checklist, rootpath, edited_note))
         return checklist, True, actions
@@ -417,7 +418,7 @@ async def update_pin(path: Path, test: str, task: str, dimensions: dict[str, str
     checklist, action = _pin_in_run(path, checklist, test, since_ns=since_ns, marker_dir=marker_dir,
                                     keep_existing=mode == "missing")
     if action is not None:
-        actions.append(_action(action, path, checklist, rootpath))
+        actions.append(_action(action, path, checklist, rootpath, test=test))
     return checklist, True, actions
 
 

@@ -604,6 +604,7 @@ class PinAction(BaseModel):
     dimensions: tuple[str, ...] = ()
     task: str = Field(default="", description="the entry's task (or question, for criteria written per question)")
     why: str = ""
+    test: str = Field(default="", description="listed: the test added to the entry's tests")
 
 
 class ReportDocument(BaseModel):
