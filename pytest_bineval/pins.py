@@ -116,7 +116,17 @@ class PinFile:
     @classmethod
     def read(cls, path: Path) -> PinFile:
         """The file's entries (none when it does not exist); a malformed file is a :class:`PinError` that
-        names the file and the field."""
+        names the file and the field, and says how to repair it (an update run does not overwrite it: the file
+        may hold other reviewed entries)."""
+        try:
+            return cls._parse(path)
+        except PinError as exc:
+            raise PinError(f"{exc}. Fix the file by hand (your version control shows what changed), or delete it and "
+                           "run pytest --bineval-update-checklists to pin its tests again: an update run does not "
+                           "overwrite a pin file it cannot read") from None
+
+    @classmethod
+    def _parse(cls, path: Path) -> PinFile:
         pins = cls(path)
         try:
             if not path.is_file():

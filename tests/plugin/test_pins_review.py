@@ -137,6 +137,32 @@ def test_the_pin_summary_counts_tests_added_to_entries_pinned_before(pytester: p
     assert entry["tests"] == ["test_p[1]", "test_p[2]", "test_p[3]", "test_p[4]"]
 
 
+@pytest.mark.parametrize("broken", ['{"format": 2, "checklists": [ {"task": ',
+                                    '{"format": 2, "checklists": [{"task": "Task A.", "dimensions": {"fluency": "F."}, '
+                                    '"questions": [{"id": "q", "dimension": "fluncy", "text": "Fluent?"}]}]}'],
+                         ids=["not JSON", "unknown dimension"])
+def test_a_broken_pin_file_says_how_to_repair_it_and_an_update_run_leaves_it(pytester: pytest.Pytester,
+                                                                             broken: str) -> None:
+    """Bug: a hand-edited pin file broken by a typo said only what was wrong; a stranger then re-ran with
+    --bineval-update-checklists=all, which errors the same way (it does not overwrite a file it cannot read)."""
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."))
+    pin = pytester.path / "__bineval__" / "test_suite" / "test_a.json"
+    pin.parent.mkdir(parents=True)
+    pin.write_text(broken)
+    repair = ("*Fix the file by hand (your version control shows what changed), or delete it and run pytest "
+              "--bineval-update-checklists to pin its tests again: an update run does not overwrite a pin file it "
+              "cannot read*")
+    for args in ((), ("--bineval-update-checklists=all",)):
+        result = pytester.runpytest("--bineval-cache=off", *args)
+        result.assert_outcomes(passed=1, errors=1)
+        result.stdout.fnmatch_lines([f"*PinError: pinned checklist file {pin}*{repair}"])
+        assert pin.read_text() == broken
+    pin.unlink()
+    pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off").assert_outcomes(passed=2)
+    pytester.runpytest("--bineval-strict").assert_outcomes(passed=2)
+
+
 def test_an_unknown_update_mode_is_a_usage_error_that_names_the_modes(pytester: pytest.Pytester) -> None:
     make_project(pytester)
     pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."))
