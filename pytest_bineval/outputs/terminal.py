@@ -23,6 +23,7 @@ from ..record import (
     ScoreChange,
     Totals,
     UnscoredTest,
+    pin_key,
 )
 from ..untrusted import inert, one_line, show_controls
 
@@ -198,8 +199,11 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         lines.append((f"judge {model}: structured output (json_schema) not supported, using {what}",
                       {"yellow": True}))
     if tot.unpinned_checklists:
+        stale = min(len({pin_key(r) for r in records if r.checklist_status == "stale"}), tot.unpinned_checklists)
+        why = (f", of which {stale} stale since {'its' if stale == 1 else 'their'} task or question text changed"
+               if stale else "")
         lines.append((
-            f"unpinned checklists: {tot.unpinned_checklists} "
+            f"unpinned checklists: {tot.unpinned_checklists}{why} "
             "(review and pin them with --bineval-update-checklists)", {"yellow": True},
         ))
     if tot.pinned_checklists_written:

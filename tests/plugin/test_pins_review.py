@@ -84,7 +84,7 @@ def test_a_hand_edited_pin_is_kept_by_an_update_run_and_rewritten_only_with_all(
     pytester.makepyfile(test_suite=SUITE.format(task_a="Task A, in French.") + NEW_TEST)
     result = run("--bineval-update-checklists", "--bineval-cache=off", *workers)
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["unpinned checklists: 1 *",
+    result.stdout.fnmatch_lines(["unpinned checklists: 1, of which 1 stale since its task or question text changed *",
                                  "pin kept: __bineval__/test_suite/test_a.json [[]fluency[]] 'Task A.': stale (the "
                                  "task text changed), but edited by hand; --bineval-update-checklists=all rewrites "
                                  "it; test_a is judged with a checklist generated for it, not pinned"])
@@ -161,6 +161,20 @@ def test_a_broken_pin_file_says_how_to_repair_it_and_an_update_run_leaves_it(pyt
     pin.unlink()
     pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off").assert_outcomes(passed=2)
     pytester.runpytest("--bineval-strict").assert_outcomes(passed=2)
+
+
+def test_the_summary_says_which_unpinned_checklists_are_stale_pins(pytester: pytest.Pytester) -> None:
+    """Bug: after a task's text changed, a run without --bineval-strict said only "unpinned checklists: 1": a
+    stranger who had pinned every test could not tell that the pin was stale, nor why."""
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A.") + NEW_TEST)
+    pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off").assert_outcomes(passed=3)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A, in French.") + NEW_TEST.replace("Task C.", "Task D."))
+    (pytester.path / "__bineval__" / "test_suite" / "test_b.json").unlink()
+    result = pytester.runpytest("--bineval-cache=off")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["unpinned checklists: 3, of which 2 stale since their task or question text changed "
+                                 "(review and pin them with --bineval-update-checklists)"])
 
 
 def test_an_unknown_update_mode_is_a_usage_error_that_names_the_modes(pytester: pytest.Pytester) -> None:
