@@ -168,7 +168,16 @@ class BinevalService:
     def load_baseline(self) -> None:
         """Read ``--bineval-baseline`` (UsageError naming the file when it cannot be read)."""
         if self.options.baseline:
-            baseline = ReportDocument.load(self.path(self.options.baseline))
+            path = self.path(self.options.baseline)
+            if not path.exists():
+                raise UsageError(
+                    f"--bineval-baseline {self.options.baseline}: there is no such file ({path}; a relative path is "
+                    f"relative to the rootdir). A baseline is the --bineval-report file of an earlier run: write it "
+                    "with --bineval-report=PATH on the run to compare with (e.g. on main), then pass that file")
+            try:
+                baseline = ReportDocument.load(path)
+            except UsageError as exc:
+                raise UsageError(f"--bineval-baseline: {exc}") from None
             if baseline.partial and not self.options.allow_partial_baseline:
                 raise UsageError(
                     f"--bineval-baseline {self.options.baseline} is the report of a partial run "
