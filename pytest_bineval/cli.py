@@ -158,7 +158,8 @@ def cmd_align(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``bineval report``: the outputs of a run from its report file (a shard's, or ``bineval report merge``'s).
-    Exit 1 when ``--fail-on-regression`` finds regressions, 2 on a usage error."""
+    Exit 1 when ``--fail-on-regression`` finds regressions, 2 on a usage error; 0 otherwise, also for the report
+    of a run that failed its own gate (said on stderr: rendering a failed run is no failure)."""
     from .record import RegressionReport, ReportDocument
 
     if args.tolerance is not None and not args.baseline:
@@ -214,9 +215,12 @@ def cmd_report(args: argparse.Namespace) -> int:
               f"{t.unstable_flips} unstable flip(s), {t.score_drops} score drop(s) beyond tolerance "
               f"{diff.tolerance:.2f}, {sum(len(d.changes) + d.unchanged for d in diff.compared)} questions compared")
     reason = diff.fail_reason() if diff is not None and diff.failed else None
-    if reason:
+    if reason and args.fail_on_regression:
         print(f"bineval report: failed: {reason}", file=sys.stderr)
         return 1
+    if reason:  # the run's own gate: part of what is shown, not this command's exit status
+        print(f"bineval report: the run failed its gate: {reason}; bineval report gates (exit 1) only with "
+              "--fail-on-regression", file=sys.stderr)
     return 0
 
 

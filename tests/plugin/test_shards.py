@@ -206,7 +206,7 @@ def test_merged_report_gates_and_writes_the_summary_and_the_pr_comment(
 def test_the_gate_of_bineval_report_names_its_own_option_not_the_pytest_one(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A report whose run compared with a baseline, gated again by ``bineval report --fail-on-regression``: every
-    output (annotation, stderr, HTML) names that option, not the run's --bineval-fail-on-regression."""
+    output (annotation, stderr) names that option, not the run's --bineval-fail-on-regression."""
     from pytest_bineval.baseline import diff_runs
 
     before, after = _record("t.py::test_x"), _record("t.py::test_x", "no")
@@ -220,7 +220,16 @@ def test_the_gate_of_bineval_report_names_its_own_option_not_the_pytest_one(
             "--fail-on-regression=any)"
     assert f"regressions against the baseline::{named}" in out
     assert f"bineval report: failed: {named}" in err
-    assert "--bineval-fail-on-regression" not in out + err + html.read_text(encoding="utf-8")
+    assert "--bineval-fail-on-regression" not in out + err
+    # the run's own gate (--bineval-fail-on-regression failed it): shown, but rendering is not gating (exit 0)
+    failed = ReportDocument.load(run)
+    assert failed.regressions is not None
+    failed.regressions.fail_on, failed.regressions.failed = "any", True
+    failed.write(run)
+    assert main(["report", str(run), "--github", "off", "--html", str(html)]) == 0
+    assert ("bineval report: the run failed its gate: 1 regression and 1 score drop beyond tolerance 0.00 vs "
+            "baseline base.json (--bineval-fail-on-regression=any); bineval report gates (exit 1) only with "
+            "--fail-on-regression") in capsys.readouterr().err
 
 
 def test_shards_own_baseline_comparisons_are_left_out_with_a_note(tmp_path: Path) -> None:
