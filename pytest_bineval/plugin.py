@@ -198,6 +198,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     ctx = item.stash.get(CONTEXT, None)
+    if ctx is not None and report.when == "teardown" and _is_worker(item.config):
+        report.bineval_progress = ctx.service.progress_payload(ctx)  # for the controller: see note_progress
     if ctx is None or report.when == "teardown":
         return report
     excinfo = call.excinfo
@@ -258,6 +260,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if options is None or (service is None and not (options.report or options.html)):
         return  # nothing ran through pytest-bineval (--collect-only) and no report file was asked for
     service = _service(config)
+    service.merge_unfinished_workers()  # pytest-xdist workers whose ledger never came (Ctrl-C, a crash)
     optimized = None
     if options.optimize:
         optimized = config.stash[OPTIMIZER].finish(service.records)
@@ -283,8 +286,24 @@ def _partial_reason(session: pytest.Session) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """The controller of pytest-xdist keeps what a worker finished (and drops it from the report, which other
+    plugins log)."""
+    node = getattr(report, "node", None)  # set by the controller on a worker's report
+    if node is None:
+        return
+    payload = report.__dict__.pop("bineval_progress", None)
+    if payload is not None:
+        _service(node.config).note_progress(_worker_id(node), payload)
+
+
+def _worker_id(node: Any) -> str:
+    return str(getattr(node, "workerinput", {}).get("workerid") or getattr(getattr(node, "gateway", None), "id", "?"))
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     data = getattr(node, "workeroutput", {}).get("bineval")
     if data:
-        _service(node.config).merge_worker(data)
+        _service(node.config).merge_worker(data, _worker_id(node))
