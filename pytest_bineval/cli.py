@@ -156,6 +156,11 @@ def cmd_align(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(n: int, word: str) -> str:
+    """``1 evaluation``, ``2 evaluations``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """``bineval report``: the outputs of a run from its report file (a shard's, or ``bineval report merge``'s).
     Exit 1 when ``--fail-on-regression`` finds regressions, 2 on a usage error; 0 otherwise, also for the report
@@ -174,6 +179,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         diff = diff_runs(base.evaluations, document.evaluations, baseline=args.baseline,
                          tolerance=args.tolerance or 0.0, created=base.created, generator=base.generator,
                          alpha=args.alpha, fail_on=args.fail_on_regression or "significant",
+                         ran=document.ran_tests, collected=document.collected_tests,
                          judged=(base.judge(), document.judge()))
     else:  # the run's own comparison, when it was made with --bineval-baseline
         diff = document.regressions
@@ -194,8 +200,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"bineval report: {args.report} is the report of a partial run ({document.partial_reason}): it "
               "covers only the tests that ran", file=sys.stderr)
     t = document.totals
-    counts = (f"{t.evaluations} evaluations ({t.passed} passed, {t.failed} below threshold, {t.errors} judge error)"
-              + (f", {t.unscored_tests} tests not scored" if t.unscored_tests else ""))
+    counts = (f"{_count(t.evaluations, 'evaluation')} ({t.passed} passed, {t.failed} below threshold, {t.errors} "
+              "judge error)" + (f", {_count(t.unscored_tests, 'test')} not scored" if t.unscored_tests else ""))
     if args.html:
         from .outputs.html import BaselineDiff, write_html
 
@@ -252,8 +258,8 @@ def cmd_report_merge(args: argparse.Namespace) -> int:
     document = merge_reports(args.shards, expect=args.expect)
     document.write(args.output)
     t = document.totals
-    shards = f"{len(args.shards)} shard report{'' if len(args.shards) == 1 else 's'}"
-    print(f"wrote {Path(args.output).resolve()}: {shards}, {t.evaluations} evaluations "
+    print(f"wrote {Path(args.output).resolve()}: {_count(len(args.shards), 'shard report')}, "
+          f"{_count(t.evaluations, 'evaluation')} "
           f"({t.passed} passed, {t.failed} below threshold, {t.errors} judge error), {t.llm_calls} requests, "
           f"{t.cache_hits} cache hits")
     for note in document.notes:

@@ -114,10 +114,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _collected(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With a baseline, the tests collected (deselected ones too): a baseline test of a collected file that is not
-    among them is gone ("removed"); one of a file not collected, or deselected, is "not run"."""
+    """With a baseline or a report (compared later by ``bineval report --baseline``), the tests collected
+    (deselected ones too): a baseline test of a collected file that is not among them is gone ("removed"); one of a
+    file not collected, or deselected, is "not run"."""
     options = config.stash.get(OPTIONS, None)
-    if items and options is not None and options.baseline:
+    if items and options is not None and (options.baseline or options.report):
         _service(config).ledger.collected_tests.update(item.nodeid for item in items)
 
 

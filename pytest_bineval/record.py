@@ -627,6 +627,12 @@ class ReportDocument(BaseModel):
     failed_tests: list[str] = Field(default_factory=list, description="ids of the tests whose call failed or "
                                     "errored (an evaluation below threshold in a test that expects it is no news)")
     notes: list[str] = Field(default_factory=list, description="problems the run met, as the terminal showed them")
+    ran_tests: list[str] | None = Field(default=None, description="ids of the tests whose call ran (None: a report "
+                                        "written before reports kept them): compared with a baseline later "
+                                        "(bineval report --baseline), a baseline test the run did not run is "
+                                        "not run, not removed")
+    collected_tests: list[str] | None = Field(default=None, description="ids of the tests the run collected, "
+                                              "deselected ones included (None: not kept)")
     partial: bool = Field(default=False, description="the run was cut short (interrupted, stopped by "
                           "-x/--maxfail, an internal error): its tests are not all here")
     partial_reason: str | None = Field(default=None, description="why the run is partial")

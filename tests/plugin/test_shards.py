@@ -72,7 +72,30 @@ def test_merged_shards_are_the_unsplit_run(pytester: pytest.Pytester, capsys: py
     assert not merged.partial and merged.judge().prompt_version == whole.judge().prompt_version != ""
     # the merged report renders as the single run's does
     assert main(["report", str(pytester.path / "merged.json"), "--html", str(pytester.path / "merged.html")]) == 0
-    assert "5 evaluations (3 passed, 2 below threshold, 0 judge error), 1 tests not scored" in capsys.readouterr().out
+    assert "5 evaluations (3 passed, 2 below threshold, 0 judge error), 1 test not scored" in capsys.readouterr().out
+
+
+def test_bineval_report_of_a_subset_run_calls_the_others_not_run(pytester: pytest.Pytester,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Bug: ``bineval report SUBSET.json --baseline BASE.json`` called every baseline test a ``-k`` subset did not
+    run "removed" (the report did not keep which tests ran), where the run's own --bineval-baseline said "not run";
+    a test deleted from a collected file is still removed."""
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE)
+    _run(pytester, "base.json")
+    _run(pytester, "sub.json", "-k", "alpha")
+    sub = report_of(pytester, "sub.json")
+    assert sub.ran_tests is not None and len(sub.ran_tests) == 3 and len(sub.collected_tests or ()) == 6
+    comment = pytester.path / "comment.md"
+    assert main(["report", str(pytester.path / "sub.json"), "--baseline", str(pytester.path / "base.json"),
+                 "--pr-comment", str(comment), "--github", "off"]) == 0
+    assert "3 evaluations compared, 0 added, 0 removed, 2 not run." in comment.read_text(encoding="utf-8")
+    pytester.makepyfile(test_suite=SUITE.replace('range(2)', 'range(1)'))  # test_beta[1] deleted
+    _run(pytester, "less.json")
+    assert main(["report", str(pytester.path / "less.json"), "--baseline", str(pytester.path / "base.json"),
+                 "--pr-comment", str(comment), "--github", "off"]) == 0
+    assert "4 evaluations compared, 0 added, 1 removed, 0 not run." in comment.read_text(encoding="utf-8")
+    capsys.readouterr()
 
 
 def test_pytest_split_groups_one_under_xdist_merge_to_the_unsplit_run(pytester: pytest.Pytester) -> None:
@@ -161,6 +184,7 @@ def test_a_partial_or_missing_shard_makes_the_merged_report_partial(tmp_path: Pa
     assert merged.partial_reason == f"1 of 3 shard reports missing; shard {b}: stopping after 1 failures"
     assert "the merged report is partial (1 of 3 shard reports missing" in capsys.readouterr().err
     assert main(["report", "merge", a, "-o", str(out)]) == 0
+    assert "1 shard report, 1 evaluation (1 passed" in capsys.readouterr().out
     assert not ReportDocument.load(out).partial  # a complete shard, nothing expected: complete
     assert main(["report", "merge", a, b, "-o", str(out), "--expect", "1"]) == 2
     assert "2 shard reports given, but --expect says the suite has 1 shards" in capsys.readouterr().err
