@@ -167,6 +167,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     of a run that failed its own gate (said on stderr: rendering a failed run is no failure)."""
     from .record import RegressionReport, ReportDocument
 
+    for option, name, example in (("--html", args.html, "bineval-report.html"),
+                                  ("--pr-comment", args.pr_comment, "bineval-comment.md")):
+        if name and Path(name).is_dir():  # before any work: the file would be lost to "Is a directory"
+            raise UsageError(f"{option} {name} is a directory; give the path of the file to write in it, e.g. "
+                             f"{option} {Path(name) / example}")
     if args.tolerance is not None and not args.baseline:
         raise UsageError("--tolerance applies to a comparison with --baseline (the comparison a report holds "
                          "keeps the tolerance of its run)")

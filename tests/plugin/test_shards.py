@@ -256,6 +256,20 @@ def test_the_gate_of_bineval_report_names_its_own_option_not_the_pytest_one(
             "--fail-on-regression") in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("option", "example"), [("--html", "bineval-report.html"),
+                                                 ("--pr-comment", "bineval-comment.md")])
+def test_bineval_report_refuses_a_directory_as_its_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               option: str, example: str) -> None:
+    """Bug: ``bineval report R.json --html out/`` said only "bineval: error: [Errno 21] Is a directory:
+    '/.tmp.909.d148a9f3.tmp' -> 'out'", naming neither the option nor the fix."""
+    run = _shard(tmp_path / "run.json", _record("t.py::test_x"))
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["report", run, option, str(out), "--github", "off"]) == 2
+    assert (f"bineval: error: {option} {out} is a directory; give the path of the file to write in it, e.g. "
+            f"{option} {out / example}") in capsys.readouterr().err
+
+
 def test_shards_own_baseline_comparisons_are_left_out_with_a_note(tmp_path: Path) -> None:
     from pytest_bineval.baseline import diff_runs
 
