@@ -226,7 +226,12 @@ def _check(checklist: Checklist, where: str) -> None:
         raise PinError(f"{where}.dimensions is empty")
     if not checklist.questions:
         raise PinError(f"{where}.questions is empty: a pinned checklist needs at least one question")
+    first: dict[str, int] = {}
     for j, q in enumerate(checklist.questions):
+        k = first.setdefault(q.id, j)
+        if k != j:  # verdicts, failing questions and the baseline comparison go by id
+            raise PinError(f"{where}.questions[{j}].id {q.id!r} is the id of questions[{k}] too: give each question "
+                           "its own id")
         if q.dimension not in checklist.dimensions:
             raise PinError(f"{where}.questions[{j}].dimension {q.dimension!r} is not one of the checklist's "
                            f"dimensions ({', '.join(map(repr, checklist.dimensions))})")

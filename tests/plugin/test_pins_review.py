@@ -139,8 +139,11 @@ def test_the_pin_summary_counts_tests_added_to_entries_pinned_before(pytester: p
 
 @pytest.mark.parametrize("broken", ['{"format": 2, "checklists": [ {"task": ',
                                     '{"format": 2, "checklists": [{"task": "Task A.", "dimensions": {"fluency": "F."}, '
-                                    '"questions": [{"id": "q", "dimension": "fluncy", "text": "Fluent?"}]}]}'],
-                         ids=["not JSON", "unknown dimension"])
+                                    '"questions": [{"id": "q", "dimension": "fluncy", "text": "Fluent?"}]}]}',
+                                    '{"format": 2, "checklists": [{"task": "Task A.", "dimensions": {"fluency": "F."}, '
+                                    '"questions": [{"id": "q", "dimension": "fluency", "text": "Fluent?"}, '
+                                    '{"id": "q", "dimension": "fluency", "text": "Short?"}]}]}'],
+                         ids=["not JSON", "unknown dimension", "a question id twice"])
 def test_a_broken_pin_file_says_how_to_repair_it_and_an_update_run_leaves_it(pytester: pytest.Pytester,
                                                                              broken: str) -> None:
     """Bug: a hand-edited pin file broken by a typo said only what was wrong; a stranger then re-ran with
