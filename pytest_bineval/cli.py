@@ -163,11 +163,22 @@ def cmd_align(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(n: int, word: str) -> str:
+    """``1 evaluation``, ``2 evaluations``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """``bineval report``: the outputs of a run from its report file (a shard's, or ``bineval report merge``'s).
-    Exit 1 when ``--fail-on-regression`` finds regressions, 2 on a usage error."""
+    Exit 1 when ``--fail-on-regression`` finds regressions, 2 on a usage error; 0 otherwise, also for the report
+    of a run that failed its own gate (said on stderr: rendering a failed run is no failure)."""
     from .record import RegressionReport, ReportDocument
 
+    for option, name, example in (("--html", args.html, "bineval-report.html"),
+                                  ("--pr-comment", args.pr_comment, "bineval-comment.md")):
+        if name and Path(name).is_dir():  # before any work: the file would be lost to "Is a directory"
+            raise UsageError(f"{option} {name} is a directory; give the path of the file to write in it, e.g. "
+                             f"{option} {Path(name) / example}")
     if args.tolerance is not None and not args.baseline:
         raise UsageError("--tolerance applies to a comparison with --baseline (the comparison a report holds "
                          "keeps the tolerance of its run)")
@@ -180,6 +191,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         diff = diff_runs(base.evaluations, document.evaluations, baseline=args.baseline,
                          tolerance=args.tolerance or 0.0, created=base.created, generator=base.generator,
                          alpha=args.alpha, fail_on=args.fail_on_regression or "significant",
+                         ran=document.ran_tests, collected=document.collected_tests,
                          judged=(base.judge(), document.judge()))
     else:  # the run's own comparison, when it was made with --bineval-baseline
         diff = document.regressions
@@ -192,15 +204,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         if diff is None:
             raise UsageError(f"--fail-on-regression needs a comparison: give --baseline BASE.json ({args.report} "
                              "holds none: its run had no --bineval-baseline)")
-        diff = diff.model_copy(update={"failed": diff.fail_reason() is not None})
+        diff = diff.model_copy(update={"failed": diff.gate_text() is not None,  # the gate named as given here
+                                       "gate_option": "bineval report --fail-on-regression"})
     if diff is not None and diff is not document.regressions:
         document = document.compared_with(diff)
     if document.partial:
         print(f"bineval report: {args.report} is the report of a partial run ({document.partial_reason}): it "
               "covers only the tests that ran", file=sys.stderr)
     t = document.totals
-    counts = (f"{t.evaluations} evaluations ({t.passed} passed, {t.failed} below threshold, {t.errors} judge error)"
-              + (f", {t.unscored_tests} tests not scored" if t.unscored_tests else ""))
+    counts = (f"{_count(t.evaluations, 'evaluation')} ({t.passed} passed, {t.failed} below threshold, {t.errors} "
+              "judge error)" + (f", {_count(t.unscored_tests, 'test')} not scored" if t.unscored_tests else ""))
     if args.html:
         from .outputs.html import BaselineDiff, write_html
 
@@ -220,10 +233,12 @@ def cmd_report(args: argparse.Namespace) -> int:
               f"{t.unstable_flips} unstable flip(s), {t.score_drops} score drop(s) beyond tolerance "
               f"{diff.tolerance:.2f}, {sum(len(d.changes) + d.unchanged for d in diff.compared)} questions compared")
     reason = diff.fail_reason() if diff is not None and diff.failed else None
-    if reason:
-        print(f"bineval report: failed: {reason.replace('--bineval-fail-on-regression', '--fail-on-regression')}",
-              file=sys.stderr)
+    if reason and args.fail_on_regression:
+        print(f"bineval report: failed: {reason}", file=sys.stderr)
         return 1
+    if reason:  # the run's own gate: part of what is shown, not this command's exit status
+        print(f"bineval report: the run failed its gate: {reason}; bineval report gates (exit 1) only with "
+              "--fail-on-regression", file=sys.stderr)
     return 0
 
 
@@ -255,7 +270,8 @@ def cmd_report_merge(args: argparse.Namespace) -> int:
     document = merge_reports(args.shards, expect=args.expect)
     document.write(args.output)
     t = document.totals
-    print(f"wrote {Path(args.output).resolve()}: {len(args.shards)} shard reports, {t.evaluations} evaluations "
+    print(f"wrote {Path(args.output).resolve()}: {_count(len(args.shards), 'shard report')}, "
+          f"{_count(t.evaluations, 'evaluation')} "
           f"({t.passed} passed, {t.failed} below threshold, {t.errors} judge error), {t.llm_calls} requests, "
           f"{t.cache_hits} cache hits")
     for note in document.notes:

@@ -95,12 +95,13 @@ class RunLedger:
                               optimize=optimize, regressions=regressions, unstable=UnstableQuestion.of(self.records),
                               unscored=list(self.unscored), failed_tests=sorted(self.failed_tests),
                               notes=list(dict.fromkeys([*self.notes, *notes])), partial=partial is not None,
+                              ran_tests=sorted(self.ran_tests), collected_tests=sorted(self.collected_tests),
                               partial_reason=partial,
                               checklists=ChecklistGeneration(generated=self.checklists_generated,
                                                              usage=self.checklist_usage),
                               judged_by=judged_by,
                               pins=sorted(set(self.pin_actions), key=lambda a: (a.path, a.dimensions, a.task,
-                                                                                a.action, a.why)),
+                                                                                a.action, a.why, a.test)),
                               confirmation=None if confirm is None else ConfirmationSummary.of(
                                   *confirm, self.confirm_cost, self.records))
 
@@ -124,6 +125,7 @@ class RunLedger:
             pins_written=sorted({repr(pin_key(r)) for r in records if r.checklist_status == "written"}),
             unpinned={repr(pin_key(r)) for r in records if r.checklist_status in ("unpinned", "stale")},
             unscored=list(document.unscored), failed_tests=set(document.failed_tests),
+            ran_tests=set(document.ran_tests or ()), collected_tests=set(document.collected_tests or ()),
             rerun_evaluations=t.rerun_evaluations, budget_refused=t.budget_refused,
             dimensions_checked={d.name for r in records for d in r.dimensions},
             notes=list(document.notes), pin_actions=list(document.pins), confirm_cost=_confirm_cost(document),

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .dimensions import DimensionsArg, parse_dimensions
+from .dimensions import DimensionsArg, did_you_mean, parse_dimensions
 from .errors import BinevalError, UsageError
 from .kinds import SCORE_KINDS, STRATEGIES
 
@@ -46,8 +46,10 @@ def read_marker(nodeid: str, marks: Iterable[Any], rootpath: Path) -> MarkerArgs
             )
         unknown = set(mark.kwargs) - MARKER_KWARGS
         if unknown:
+            hints = "".join(did_you_mean(name, MARKER_KWARGS).replace("; did", f"; {name!r}: did")
+                            for name in sorted(unknown))
             raise UsageError(
-                f"{nodeid}: unknown @pytest.mark.bineval argument(s) {sorted(unknown)}; "
+                f"{nodeid}: unknown @pytest.mark.bineval argument(s) {sorted(unknown)}{hints}; "
                 f"allowed: {sorted(MARKER_KWARGS)}"
             )
         merged.update(mark.kwargs)

@@ -116,7 +116,17 @@ class PinFile:
     @classmethod
     def read(cls, path: Path) -> PinFile:
         """The file's entries (none when it does not exist); a malformed file is a :class:`PinError` that
-        names the file and the field."""
+        names the file and the field, and says how to repair it (an update run does not overwrite it: the file
+        may hold other reviewed entries)."""
+        try:
+            return cls._parse(path)
+        except PinError as exc:
+            raise PinError(f"{exc}. Fix the file by hand (your version control shows what changed), or delete it and "
+                           "run pytest --bineval-update-checklists to pin its tests again: an update run does not "
+                           "overwrite a pin file it cannot read") from None
+
+    @classmethod
+    def _parse(cls, path: Path) -> PinFile:
         pins = cls(path)
         try:
             if not path.is_file():
@@ -216,7 +226,12 @@ def _check(checklist: Checklist, where: str) -> None:
         raise PinError(f"{where}.dimensions is empty")
     if not checklist.questions:
         raise PinError(f"{where}.questions is empty: a pinned checklist needs at least one question")
+    first: dict[str, int] = {}
     for j, q in enumerate(checklist.questions):
+        k = first.setdefault(q.id, j)
+        if k != j:  # verdicts, failing questions and the baseline comparison go by id
+            raise PinError(f"{where}.questions[{j}].id {q.id!r} is the id of questions[{k}] too: give each question "
+                           "its own id")
         if q.dimension not in checklist.dimensions:
             raise PinError(f"{where}.questions[{j}].dimension {q.dimension!r} is not one of the checklist's "
                            f"dimensions ({', '.join(map(repr, checklist.dimensions))})")
@@ -357,16 +372,17 @@ def _pin_in_run(path: Path, checklist: Checklist, test: str, *, since_ns: int, m
 
 
 # -- --bineval-update-checklists: what to write, what to keep -----------------------------------------------------
-def _action(action: PinActionKind, path: Path, checklist: Checklist, rootpath: Path, why: str = "") -> PinAction:
+def _action(action: PinActionKind, path: Path, checklist: Checklist, rootpath: Path, why: str = "",
+            test: str = "") -> PinAction:
     """The :class:`~pytest_bineval.record.PinAction` of ``checklist``'s entry in the file at ``path`` (shown
-    relative to the rootdir)."""
+    relative to the rootdir); ``test``: the test an action ``listed`` added to the entry."""
     try:
         shown = path.relative_to(rootpath).as_posix()
     except ValueError:
         shown = str(path)
     subject = checklist.question if checklist.question is not None else checklist.task
     return PinAction(action=action, path=shown, dimensions=tuple(sorted(checklist.dimensions)), task=subject,
-                     why=why)
+                     why=why, test=test if action == "listed" else "")
 
 
 def check_inside(path: Path, rootpath: Path) -> None:
@@ -402,7 +418,7 @@ async def update_pin(path: Path, test: str, task: str, dimensions: dict[str, str
             checklist, action = _pin_in_run(path, checklist, test, since_ns=since_ns, marker_dir=marker_dir,
                                             keep_existing=True)
             if action is not None:
-                actions.append(_action(action, path, checklist, rootpath))
+                actions.append(_action(action, path, checklist, rootpath, test=test))
         if entry.edited:
             actions.append(_action("kept", path, checklist, rootpath, edited_note))
         return checklist, True, actions
@@ -417,7 +433,7 @@ async def update_pin(path: Path, test: str, task: str, dimensions: dict[str, str
     checklist, action = _pin_in_run(path, checklist, test, since_ns=since_ns, marker_dir=marker_dir,
                                     keep_existing=mode == "missing")
     if action is not None:
-        actions.append(_action(action, path, checklist, rootpath))
+        actions.append(_action(action, path, checklist, rootpath, test=test))
     return checklist, True, actions
 
 

@@ -114,10 +114,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _collected(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With a baseline, the tests collected (deselected ones too): a baseline test of a collected file that is not
-    among them is gone ("removed"); one of a file not collected, or deselected, is "not run"."""
+    """With a baseline or a report (compared later by ``bineval report --baseline``), the tests collected
+    (deselected ones too): a baseline test of a collected file that is not among them is gone ("removed"); one of a
+    file not collected, or deselected, is "not run"."""
     options = config.stash.get(OPTIONS, None)
-    if items and options is not None and options.baseline:
+    if items and options is not None and (options.baseline or options.report):
         _service(config).ledger.collected_tests.update(item.nodeid for item in items)
 
 
@@ -198,6 +199,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     ctx = item.stash.get(CONTEXT, None)
+    if ctx is not None and report.when == "teardown" and _is_worker(item.config):
+        report.bineval_progress = ctx.service.progress_payload(ctx)  # for the controller: see note_progress
     if ctx is None or report.when == "teardown":
         return report
     excinfo = call.excinfo
@@ -258,6 +261,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if options is None or (service is None and not (options.report or options.html)):
         return  # nothing ran through pytest-bineval (--collect-only) and no report file was asked for
     service = _service(config)
+    service.merge_unfinished_workers()  # pytest-xdist workers whose ledger never came (Ctrl-C, a crash)
     optimized = None
     if options.optimize:
         optimized = config.stash[OPTIMIZER].finish(service.records)
@@ -283,8 +287,24 @@ def _partial_reason(session: pytest.Session) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """The controller of pytest-xdist keeps what a worker finished (and drops it from the report, which other
+    plugins log)."""
+    node = getattr(report, "node", None)  # set by the controller on a worker's report
+    if node is None:
+        return
+    payload = report.__dict__.pop("bineval_progress", None)
+    if payload is not None:
+        _service(node.config).note_progress(_worker_id(node), payload)
+
+
+def _worker_id(node: Any) -> str:
+    return str(getattr(node, "workerinput", {}).get("workerid") or getattr(getattr(node, "gateway", None), "id", "?"))
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     data = getattr(node, "workeroutput", {}).get("bineval")
     if data:
-        _service(node.config).merge_worker(data)
+        _service(node.config).merge_worker(data, _worker_id(node))

@@ -320,6 +320,9 @@ class RegressionReport(BaseModel):
                                           "from what judged this run (judge model, judge prompt, prompts version, "
                                           "checklists): said before anything else")
     failed: bool = Field(default=False, description="--bineval-fail-on-regression failed the session")
+    gate_option: str = Field(default="--bineval-fail-on-regression", description="the option that set the gate, "
+                             "as the gate's text names it: --bineval-fail-on-regression (a pytest run) or bineval "
+                             "report --fail-on-regression (the gate of a report file)")
 
     def changes(self, kind: ChangeKind) -> list[tuple[EvaluationDiff, QuestionChange]]:
         """The changes of ``kind``, except those of slightly edited questions (:meth:`edited_changes`)."""
@@ -343,14 +346,22 @@ class RegressionReport(BaseModel):
         return sum(len(d.questions_added) + len(d.questions_removed) for d in self.compared)
 
     def fail_reason(self) -> str | None:
-        """Why ``--bineval-fail-on-regression`` fails this run, or None: significant regressions of dimensions, or
-        with ``fail_on="any"`` any regression flip or score drop beyond the tolerance."""
+        """Why the gate (``--bineval-fail-on-regression``, or ``bineval report --fail-on-regression``: the
+        :attr:`gate_option` named at the end) fails this run, or None: :meth:`gate_text` and the option."""
+        text = self.gate_text()
+        if text is None:
+            return None
+        return f"{text} ({self.gate_option}{'=any' if self.fail_on == 'any' else ''})"
+
+    def gate_text(self) -> str | None:
+        """What the gate fails this run for, without the option, or None: significant regressions of dimensions,
+        or with ``fail_on="any"`` any regression flip or score drop beyond the tolerance."""
         if self.fail_on != "any":
             n = len(self.regressed())
             if not n:
                 return None
             return (f"{n} dimension{'s' if n != 1 else ''} regressed significantly (p < {self.alpha:g}) vs baseline "
-                    f"{self.baseline} (--bineval-fail-on-regression)")
+                    f"{self.baseline}")
         parts = []
         if n := len(self.changes("regression")):
             parts.append(f"{n} regression{'s' if n != 1 else ''}")
@@ -358,7 +369,7 @@ class RegressionReport(BaseModel):
             parts.append(f"{n} score drop{'s' if n != 1 else ''} beyond tolerance {self.tolerance:.2f}")
         if not parts:
             return None
-        return f"{' and '.join(parts)} vs baseline {self.baseline} (--bineval-fail-on-regression=any)"
+        return f"{' and '.join(parts)} vs baseline {self.baseline}"
 
 
 class UnstableQuestion(BaseModel):
@@ -603,6 +614,7 @@ class PinAction(BaseModel):
     dimensions: tuple[str, ...] = ()
     task: str = Field(default="", description="the entry's task (or question, for criteria written per question)")
     why: str = ""
+    test: str = Field(default="", description="listed: the test added to the entry's tests")
 
 
 class ReportDocument(BaseModel):
@@ -625,6 +637,12 @@ class ReportDocument(BaseModel):
     failed_tests: list[str] = Field(default_factory=list, description="ids of the tests whose call failed or "
                                     "errored (an evaluation below threshold in a test that expects it is no news)")
     notes: list[str] = Field(default_factory=list, description="problems the run met, as the terminal showed them")
+    ran_tests: list[str] | None = Field(default=None, description="ids of the tests whose call ran (None: a report "
+                                        "written before reports kept them): compared with a baseline later "
+                                        "(bineval report --baseline), a baseline test the run did not run is "
+                                        "not run, not removed")
+    collected_tests: list[str] | None = Field(default=None, description="ids of the tests the run collected, "
+                                              "deselected ones included (None: not kept)")
     partial: bool = Field(default=False, description="the run was cut short (interrupted, stopped by "
                           "-x/--maxfail, an internal error): its tests are not all here")
     partial_reason: str | None = Field(default=None, description="why the run is partial")

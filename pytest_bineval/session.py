@@ -5,6 +5,8 @@ pytest-xdist workers send to the controller."""
 from __future__ import annotations
 
 import contextvars
+import dataclasses
+import json
 import os
 import threading
 import time
@@ -121,6 +123,24 @@ def current() -> TestContext | None:
 
 
 @dataclass
+class WorkerProgress:
+    """What a pytest-xdist worker reported finished, test by test (see :meth:`BinevalService.note_progress`)."""
+
+    tests: dict[str, RunLedger] = field(default_factory=dict)  # per test: its last attempt's records and outcome
+    latest: RunLedger = field(default_factory=RunLedger)  # the worker's running counts, as of its last test
+
+    def ledger(self) -> RunLedger:
+        """The worker's ledger as far as it reported: the running counts once, every test's own entries."""
+        merged = dataclasses.replace(self.latest, records=[], unscored=[], failed_tests=set(), ran_tests=set())
+        for test in self.tests.values():
+            merged.records.extend(test.records)
+            merged.unscored.extend(test.unscored)
+            merged.failed_tests |= test.failed_tests
+            merged.ran_tests |= test.ran_tests
+        return merged
+
+
+@dataclass
 class BinevalService:
     """The ``bineval`` session fixture: configuration, cache, checklists and the run's records."""
 
@@ -132,6 +152,8 @@ class BinevalService:
     baseline: ReportDocument | None = None  # --bineval-baseline, read by load_baseline()
     regressions: RegressionReport | None = None  # this run vs the baseline, made by compare()
     attempts: dict[str, int] = field(default_factory=dict)  # contexts made per running test (re-runs make more)
+    # pytest-xdist controller: what each worker reported finished, until its ledger arrives (see note_progress)
+    progress: dict[str, WorkerProgress] = field(default_factory=dict)
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
     # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
     started_ns: int = field(default_factory=time.time_ns)
@@ -168,7 +190,16 @@ class BinevalService:
     def load_baseline(self) -> None:
         """Read ``--bineval-baseline`` (UsageError naming the file when it cannot be read)."""
         if self.options.baseline:
-            baseline = ReportDocument.load(self.path(self.options.baseline))
+            path = self.path(self.options.baseline)
+            if not path.exists():
+                raise UsageError(
+                    f"--bineval-baseline {self.options.baseline}: there is no such file ({path}; a relative path is "
+                    f"relative to the rootdir). A baseline is the --bineval-report file of an earlier run: write it "
+                    "with --bineval-report=PATH on the run to compare with (e.g. on main), then pass that file")
+            try:
+                baseline = ReportDocument.load(path)
+            except UsageError as exc:
+                raise UsageError(f"--bineval-baseline: {exc}") from None
             if baseline.partial and not self.options.allow_partial_baseline:
                 raise UsageError(
                     f"--bineval-baseline {self.options.baseline} is the report of a partial run "
@@ -408,8 +439,45 @@ class BinevalService:
         """This worker's ledger, its engine's usage included."""
         return self._run_ledger().dumps()
 
-    def merge_worker(self, payload: str) -> None:
+    def merge_worker(self, payload: str, worker: str | None = None) -> None:
+        """Merge a worker's ledger (sent at its session's end); what it reported test by test is then replaced."""
+        if worker is not None:
+            self.progress.pop(worker, None)
         self.ledger.merge(RunLedger.loads(payload))
+
+    def progress_payload(self, ctx: TestContext) -> str:
+        """A worker's progress after a test's teardown, sent with its report: the test's records and unscored
+        entry (this attempt's), whether it ran and failed, and the worker's running counts (usage, checklists,
+        pins). The controller keeps them until the worker's ledger arrives, which it never does when the run is
+        interrupted (Ctrl-C) or the worker crashes: then what the worker finished still counts."""
+        led, nodeid = self.ledger, ctx.nodeid
+        progress = RunLedger(
+            records=list(ctx.records), unscored=list(ctx.unscored), failed_tests=led.failed_tests & {nodeid},
+            ran_tests=led.ran_tests & {nodeid}, usage=self.engine.usage, checklist_usage=self.engine.checklist_usage,
+            confirm_cost=self.engine.confirm_cost, budget_refused=self.engine.budget_refused,
+            checklists_generated=led.checklists_generated, pins_written=list(led.pins_written),
+            pin_actions=list(led.pin_actions), unpinned=set(led.unpinned), rerun_evaluations=led.rerun_evaluations,
+            dimensions_checked=set(led.dimensions_checked), notes=list(led.notes))
+        return json.dumps({"test": nodeid, "ledger": progress.to_json()})
+
+    def note_progress(self, worker: str, payload: str) -> None:
+        """The controller's side of :meth:`progress_payload`: the latest running counts of ``worker`` and the last
+        attempt of each of its tests."""
+        data = json.loads(payload)
+        ledger = RunLedger.from_json(data["ledger"])
+        progress = self.progress.setdefault(worker, WorkerProgress())
+        progress.tests[data["test"]] = progress.latest = ledger
+
+    def merge_unfinished_workers(self) -> None:
+        """At the controller's session end: the progress of the workers whose ledger never arrived (interrupted,
+        or crashed) is merged, with a note saying so."""
+        for worker, progress in sorted(self.progress.items()):
+            self.ledger.merge(progress.ledger())
+            self.ledger.notes.append(
+                f"bineval: pytest-xdist worker {worker} ended before sending its results (interrupted, or it "
+                f"crashed): the report counts the {len(progress.tests)} test(s) it finished, and what it spent up "
+                "to the last of them")
+        self.progress.clear()
 
     def close(self) -> None:
         self.engine.close()

@@ -58,15 +58,23 @@ def _difference(shards: Sequence[Shard], value: Callable[[Shard], str]) -> tuple
 
 
 def check_shards(shards: Sequence[Shard]) -> None:
-    """UsageError when the shards cannot be one run: a test in two of them, or a different judge."""
-    seen: dict[str, str] = {}
-    for shard in shards:
+    """UsageError when the shards cannot be one run: a report given twice, a test in two of them, or a different
+    judge."""
+    given: dict[str, int] = {}
+    for i, shard in enumerate(shards):
+        first_index = given.setdefault(os.path.realpath(shard.path), i)
+        if first_index != i:
+            raise UsageError(f"{shard.path} is given twice (shard reports {first_index + 1} and {i + 1}): give each "
+                             "shard's report once")
+    seen: dict[str, int] = {}
+    for i, shard in enumerate(shards):
         for test in sorted(_tests(shard.document)):
-            first = seen.setdefault(test, shard.path)
-            if first != shard.path:
+            first_index = seen.setdefault(test, i)
+            if first_index != i:
+                first = shards[first_index].path
                 raise UsageError(
                     f"the test {test!r} is in two shard reports, {first} and {shard.path}: shards split a suite, so "
-                    "each test runs in one of them (a report passed twice, or a split that gives a test to two "
+                    "each test runs in one of them (a copy of one report, or a split that gives a test to two "
                     "shards?)")
     first_shard = shards[0]
     for name, what in SAME_JUDGE:

@@ -21,6 +21,10 @@ def register(config: pytest.Config, options: Options) -> None:
 
     if hasattr(config, "workerinput"):
         return
+    from .base import check_output_paths
+
+    check_output_paths(config, {"--bineval-report": options.report, "--bineval-html": options.html,
+                                "--bineval-pr-comment": options.pr_comment})
     for module in (terminal_summary, json_report, html_report, github_summary, junit):
         module.register(config, options)
     pr_comment.register(config)

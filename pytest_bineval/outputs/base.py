@@ -34,6 +34,20 @@ def option_path(config: pytest.Config, name: str) -> Path:
     return path if path.is_absolute() else config.rootpath / path
 
 
+def check_output_paths(config: pytest.Config, paths: dict[str, str | None]) -> None:
+    """A usage error before any test runs when a file option (``--bineval-report`` ...) names a directory: the run
+    would be judged, and its file lost at the end."""
+    for option, name in paths.items():
+        if name and option_path(config, name).is_dir():
+            raise pytest.UsageError(
+                f"{option} {name}: {option_path(config, name)} is a directory; give the path of the file to write "
+                f"in it, e.g. {option} {Path(name) / _EXAMPLE_NAMES.get(option, 'bineval-output')}")
+
+
+_EXAMPLE_NAMES = {"--bineval-report": "bineval-report.json", "--bineval-html": "bineval-report.html",
+                  "--bineval-pr-comment": "bineval-comment.md"}
+
+
 def write_output(config: pytest.Config, what: str, name: str, write: Callable[[Path], object], *,
                  label: str | None = None, fail: bool = True) -> None:
     """``write(path)`` of the file ``name`` (an option's value); an OSError is a note naming the file, and with

@@ -147,8 +147,8 @@ def render(document: ReportDocument) -> str:
     if diff is None:
         headline = "not compared with a baseline"
     else:
-        gate = diff.fail_reason()
-        headline = (f"**{gate.split(' (--bineval-fail-on-regression')[0]}**" if gate
+        gate = diff.gate_text()
+        headline = (f"**{gate}**" if gate
                     else f"no significant regression vs baseline `{md(diff.baseline)}`")
     out.append(f"## bineval: {headline}")
     if diff is not None and diff.judged_differently:

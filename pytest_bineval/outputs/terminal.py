@@ -23,6 +23,7 @@ from ..record import (
     ScoreChange,
     Totals,
     UnscoredTest,
+    pin_key,
 )
 from ..untrusted import inert, one_line, show_controls
 
@@ -209,8 +210,11 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
         lines.append((f"judge {model}: structured output (json_schema) not supported, using {what}",
                       {"yellow": True}))
     if tot.unpinned_checklists:
+        stale = min(len({pin_key(r) for r in records if r.checklist_status == "stale"}), tot.unpinned_checklists)
+        why = (f", of which {stale} stale since {'its' if stale == 1 else 'their'} task or question text changed"
+               if stale else "")
         lines.append((
-            f"unpinned checklists: {tot.unpinned_checklists} "
+            f"unpinned checklists: {tot.unpinned_checklists}{why} "
             "(review and pin them with --bineval-update-checklists)", {"yellow": True},
         ))
     if tot.pinned_checklists_written:
@@ -225,25 +229,46 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
 
 
 def pin_lines(actions: Sequence[PinAction]) -> list[Line]:
-    """(text, markup) lines of what ``--bineval-update-checklists`` did: one per pin entry created, rewritten or
-    kept because edited by hand (in that order, each entry once), then the counts; nothing when the run updated
-    no pin."""
+    """(text, markup) lines of what ``--bineval-update-checklists`` did: one per pin entry created, rewritten,
+    given tests (an entry pinned before this run, which more tests now use) or kept because edited by hand (in
+    that order, each entry once), then the counts; nothing when the run updated no pin. The tests listed under an
+    entry created or rewritten in this run are part of that entry, not counted as added."""
+    def entry(a: PinAction) -> tuple[str, tuple[str, ...], str]:
+        return a.path, a.dimensions, a.task
+
     seen: dict[tuple[str, str, tuple[str, ...], str], PinAction] = {}
     for a in actions:
-        seen.setdefault((a.action, a.path, a.dimensions, a.task), a)
+        if a.action != "listed":
+            seen.setdefault((a.action, *entry(a)), a)
     unique = list(seen.values())
+    written = {entry(a) for a in unique if a.action in ("created", "rewritten")}
+    added: dict[tuple[str, tuple[str, ...], str], set[str]] = {}
+    for a in actions:
+        if a.action == "listed" and entry(a) not in written:
+            added.setdefault(entry(a), set()).add(a.test)
     lines: list[Line] = []
+
+    def shown(path: str, dimensions: tuple[str, ...], task: str) -> str:
+        task = one_line(task)
+        task = task if len(task) <= 60 else task[:57] + "..."
+        return f"{path} [{', '.join(dimensions)}] {task!r}"
+
     labels = {"created": "pin created", "rewritten": "pin rewritten", "kept": "pin kept"}
-    for kind in ("created", "rewritten", "kept"):
-        for a in sorted((a for a in unique if a.action == kind), key=lambda a: (a.path, a.dimensions, a.task)):
-            task = one_line(a.task)
-            task = task if len(task) <= 60 else task[:57] + "..."
-            lines.append((f"{labels[kind]}: {a.path} [{', '.join(a.dimensions)}] {task!r}"
-                          + (f": {a.why}" if a.why else ""), {"yellow": True} if kind == "kept" else {}))
-    counts = {k: sum(a.action == k for a in unique) for k in ("created", "rewritten", "listed", "kept")}
-    if any(counts.values()):
+    for kind in ("created", "rewritten", "listed", "kept"):
+        if kind == "listed":
+            for key, tests in sorted(added.items()):
+                named = ", ".join(sorted(t for t in tests if t)) or _n(len(tests), "test")
+                lines.append((f"tests added to pin: {shown(*key)}: {named}", {}))
+            continue
+        for a in sorted((a for a in unique if a.action == kind), key=entry):
+            lines.append((f"{labels[kind]}: {shown(*entry(a))}" + (f": {a.why}" if a.why else ""),
+                          {"yellow": True} if kind == "kept" else {}))
+    counts = {k: sum(a.action == k for a in unique) for k in ("created", "rewritten", "kept")}
+    tests_added = sum(len(t) for t in added.values())
+    if any(counts.values()) or added:
         lines.append((f"pins: {counts['created']} created, {counts['rewritten']} rewritten, {counts['kept']} kept "
-                      f"because edited by hand, {counts['listed']} with tests added", {"bold": True}))
+                      f"because edited by hand, {_n(len(added), 'entry', 'entries')} given more tests"
+                      + (f" ({_n(tests_added, 'test')} added)" if added else ""), {"bold": True}))
     return _shown(lines)
 
 

@@ -65,7 +65,8 @@ def test_pin_edit_repin_baseline_change_gate_on_the_embedded_model(pytester: pyt
     first.assert_outcomes(passed=1)
     first.stdout.fnmatch_lines(["pin created: __bineval__/test_real/test_summary.json [[]consistency[]] "
                                 "'Summarize the article in one sentence.'",
-                                "pins: 1 created, 0 rewritten, 0 kept because edited by hand, 0 with tests added"])
+                                "pins: 1 created, 0 rewritten, 0 kept because edited by hand, 0 entries given "
+                                "more tests"])
     # 2. a reviewer rewrites the first question
     data = json.loads(pin.read_text())
     data["checklists"][0]["questions"][0]["text"] = EDITED

@@ -204,3 +204,20 @@ def test_a_read_only_cache_that_is_not_there_is_said_plainly(pytester: pytest.Py
     again = pytester.runpytest(f"--bineval-cache={mode}", "--bineval-cache-dir=restored/cache")
     again.assert_outcomes(passed=1)
     assert "there is no cache at" not in again.stdout.str()
+
+
+@pytest.mark.parametrize(("option", "example"), [("--bineval-report", "bineval-report.json"),
+                                                 ("--bineval-html", "bineval-report.html"),
+                                                 ("--bineval-pr-comment", "bineval-comment.md")])
+def test_an_output_file_option_naming_a_directory_is_a_usage_error_up_front(pytester: pytest.Pytester,
+                                                                             option: str, example: str) -> None:
+    """Bug: ``--bineval-report=out`` with ``out/`` a directory judged the whole suite, then said "cannot write the
+    JSON report ...: [Errno 21] Is a directory" and failed the session: the run's results were lost."""
+    make_project(pytester)
+    pytester.mkdir("out")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest(f"{option}=out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {option} out: {pytester.path / 'out'} is a directory; give the path of "
+                                 f"the file to write in it, e.g. {option} out/{example}"])
+    assert "passed" not in result.stdout.str()

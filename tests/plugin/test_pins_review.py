@@ -58,7 +58,8 @@ def test_a_hand_edited_pin_is_kept_by_an_update_run_and_rewritten_only_with_all(
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["pin created: __bineval__/test_suite/test_a.json [[]fluency[]] 'Task A.'",
                                  "pin created: __bineval__/test_suite/test_b.json [[]fluency[]] 'Task B.'",
-                                 "pins: 2 created, 0 rewritten, 0 kept because edited by hand, 0 with tests added"])
+                                 "pins: 2 created, 0 rewritten, 0 kept because edited by hand, 0 entries given "
+                                 "more tests"])
     entry = json.loads((pins / "test_a.json").read_text())["checklists"][0]
     assert entry["generated"].startswith("sha256:")  # what was generated is recorded: an edit is detectable
 
@@ -72,7 +73,7 @@ def test_a_hand_edited_pin_is_kept_by_an_update_run_and_rewritten_only_with_all(
         "pin created: __bineval__/test_suite/test_c.json [[]fluency[]] 'Task C.'",
         "pin kept: __bineval__/test_suite/test_a.json [[]fluency[]] 'Task A.': edited by hand; "
         "--bineval-update-checklists=all rewrites it",
-        "pins: 1 created, 0 rewritten, 1 kept because edited by hand, 0 with tests added",
+        "pins: 1 created, 0 rewritten, 1 kept because edited by hand, 0 entries given more tests",
     ])
     assert (pins / "test_a.json").read_text() == edited
     assert (pins / "test_b.json").read_text() == untouched
@@ -83,7 +84,7 @@ def test_a_hand_edited_pin_is_kept_by_an_update_run_and_rewritten_only_with_all(
     pytester.makepyfile(test_suite=SUITE.format(task_a="Task A, in French.") + NEW_TEST)
     result = run("--bineval-update-checklists", "--bineval-cache=off", *workers)
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["unpinned checklists: 1 *",
+    result.stdout.fnmatch_lines(["unpinned checklists: 1, of which 1 stale since its task or question text changed *",
                                  "pin kept: __bineval__/test_suite/test_a.json [[]fluency[]] 'Task A.': stale (the "
                                  "task text changed), but edited by hand; --bineval-update-checklists=all rewrites "
                                  "it; test_a is judged with a checklist generated for it, not pinned"])
@@ -97,6 +98,86 @@ def test_a_hand_edited_pin_is_kept_by_an_update_run_and_rewritten_only_with_all(
     (entry,) = json.loads((pins / "test_a.json").read_text())["checklists"]
     assert entry["task"] == "Task A, in French." and EDITED not in json.dumps(entry)
     run("--bineval-strict", *workers).assert_outcomes(passed=3)
+
+
+PARAMETRIZED = '''
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.parametrize("case", {cases})
+@pytest.mark.bineval(task="Task P.")
+def test_p(case):
+    assert_passes(f"output {{case}}", dimension="fluency")
+'''
+
+
+@pytest.mark.parametrize("workers", [[], XDIST], ids=["in-process", "xdist"])
+def test_the_pin_summary_counts_tests_added_to_entries_pinned_before(pytester: pytest.Pytester,
+                                                                     workers: list[str]) -> None:
+    """Bug: "pins: 1 created, ..., 1 with tests added" for one entry created for two parametrized cases (the
+    second case's listing counted as a second entry), and a case added to an existing pin had no line at all."""
+    make_project(pytester)
+    run = pytester.runpytest_subprocess if workers else pytester.runpytest
+    pytester.makepyfile(test_p=PARAMETRIZED.format(cases="[1, 2]"))
+    result = run("--bineval-update-checklists", "--bineval-cache=off", *workers)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["pin created: __bineval__/test_p/test_p.json [[]fluency[]] 'Task P.'",
+                                 "pins: 1 created, 0 rewritten, 0 kept because edited by hand, 0 entries given "
+                                 "more tests"])
+    assert "tests added to pin" not in result.stdout.str()
+    pytester.makepyfile(test_p=PARAMETRIZED.format(cases="[1, 2, 3, 4]"))
+    result = run("--bineval-update-checklists", "--bineval-cache=off", "--bineval-report=report.json", *workers)
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines([
+        "tests added to pin: __bineval__/test_p/test_p.json [[]fluency[]] 'Task P.': test_p[[]3[]], test_p[[]4[]]",
+        "pins: 0 created, 0 rewritten, 0 kept because edited by hand, 1 entry given more tests (2 tests added)",
+    ])
+    assert sorted(a.test for a in report_of(pytester).pins if a.action == "listed") == ["test_p[3]", "test_p[4]"]
+    (entry,) = json.loads((pytester.path / "__bineval__" / "test_p" / "test_p.json").read_text())["checklists"]
+    assert entry["tests"] == ["test_p[1]", "test_p[2]", "test_p[3]", "test_p[4]"]
+
+
+@pytest.mark.parametrize("broken", ['{"format": 2, "checklists": [ {"task": ',
+                                    '{"format": 2, "checklists": [{"task": "Task A.", "dimensions": {"fluency": "F."}, '
+                                    '"questions": [{"id": "q", "dimension": "fluncy", "text": "Fluent?"}]}]}',
+                                    '{"format": 2, "checklists": [{"task": "Task A.", "dimensions": {"fluency": "F."}, '
+                                    '"questions": [{"id": "q", "dimension": "fluency", "text": "Fluent?"}, '
+                                    '{"id": "q", "dimension": "fluency", "text": "Short?"}]}]}'],
+                         ids=["not JSON", "unknown dimension", "a question id twice"])
+def test_a_broken_pin_file_says_how_to_repair_it_and_an_update_run_leaves_it(pytester: pytest.Pytester,
+                                                                             broken: str) -> None:
+    """Bug: a hand-edited pin file broken by a typo said only what was wrong; a stranger then re-ran with
+    --bineval-update-checklists=all, which errors the same way (it does not overwrite a file it cannot read)."""
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."))
+    pin = pytester.path / "__bineval__" / "test_suite" / "test_a.json"
+    pin.parent.mkdir(parents=True)
+    pin.write_text(broken)
+    repair = ("*Fix the file by hand (your version control shows what changed), or delete it and run pytest "
+              "--bineval-update-checklists to pin its tests again: an update run does not overwrite a pin file it "
+              "cannot read*")
+    for args in ((), ("--bineval-update-checklists=all",)):
+        result = pytester.runpytest("--bineval-cache=off", *args)
+        result.assert_outcomes(passed=1, errors=1)
+        result.stdout.fnmatch_lines([f"*PinError: pinned checklist file {pin}*{repair}"])
+        assert pin.read_text() == broken
+    pin.unlink()
+    pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off").assert_outcomes(passed=2)
+    pytester.runpytest("--bineval-strict").assert_outcomes(passed=2)
+
+
+def test_the_summary_says_which_unpinned_checklists_are_stale_pins(pytester: pytest.Pytester) -> None:
+    """Bug: after a task's text changed, a run without --bineval-strict said only "unpinned checklists: 1": a
+    stranger who had pinned every test could not tell that the pin was stale, nor why."""
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A.") + NEW_TEST)
+    pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off").assert_outcomes(passed=3)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A, in French.") + NEW_TEST.replace("Task C.", "Task D."))
+    (pytester.path / "__bineval__" / "test_suite" / "test_b.json").unlink()
+    result = pytester.runpytest("--bineval-cache=off")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["unpinned checklists: 3, of which 2 stale since their task or question text changed "
+                                 "(review and pin them with --bineval-update-checklists)"])
 
 
 def test_an_unknown_update_mode_is_a_usage_error_that_names_the_modes(pytester: pytest.Pytester) -> None:

@@ -238,7 +238,10 @@ def test_no_task_anywhere_says_the_three_ways(pytester: pytest.Pytester) -> None
 @pytest.mark.parametrize(
     ("marker", "message"),
     [
-        ('@pytest.mark.bineval(task="T", treshold=0.5)', "*unknown @pytest.mark.bineval argument(s) [[]'treshold'[]]*"),
+        ('@pytest.mark.bineval(task="T", treshold=0.5)', "*unknown @pytest.mark.bineval argument(s) [[]'treshold'[]]; "
+         "'treshold': did you mean 'threshold'?; allowed: *"),
+        ('@pytest.mark.bineval(taks="T", colour=1)',
+         "*unknown @pytest.mark.bineval argument(s) [[]'colour', 'taks'[]]; 'taks': did you mean 'task'?; allowed: *"),
         ('@pytest.mark.bineval("T")', "*keyword arguments only*"),
         ('@pytest.mark.bineval(task="")', "*task=...) must be a non-empty string*"),
     ],

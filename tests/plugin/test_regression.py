@@ -339,8 +339,10 @@ def test_ini_baseline_and_report_of_the_same_file(pytester: pytest.Pytester, xdi
 
 
 @pytest.mark.parametrize(("content", "message", "xdist"), [
-    (None, "*cannot read the bineval report *missing.json*", []),
-    ("{not json", "*cannot read the bineval report *missing.json*", []),
+    (None, "ERROR: --bineval-baseline missing.json: there is no such file (*missing.json; a relative path is "
+     "relative to the rootdir). A baseline is the --bineval-report file of an earlier run: write it with "
+     "--bineval-report=PATH on the run to compare with (e.g. on main), then pass that file", []),
+    ("{not json", "ERROR: --bineval-baseline: cannot read the bineval report *missing.json*", []),
     ('{"format": 7}', "*missing.json: unknown bineval report format 7*", []),
     ('{"format": 2, "evaluations": [{"test": 3}]}', "*missing.json: not a valid bineval report*", []),
     pytest.param('{"format": 2, "evaluations": [{"test": 3}]}', "*missing.json: not a valid bineval report*",

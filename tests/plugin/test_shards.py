@@ -72,7 +72,30 @@ def test_merged_shards_are_the_unsplit_run(pytester: pytest.Pytester, capsys: py
     assert not merged.partial and merged.judge().prompt_version == whole.judge().prompt_version != ""
     # the merged report renders as the single run's does
     assert main(["report", str(pytester.path / "merged.json"), "--html", str(pytester.path / "merged.html")]) == 0
-    assert "5 evaluations (3 passed, 2 below threshold, 0 judge error), 1 tests not scored" in capsys.readouterr().out
+    assert "5 evaluations (3 passed, 2 below threshold, 0 judge error), 1 test not scored" in capsys.readouterr().out
+
+
+def test_bineval_report_of_a_subset_run_calls_the_others_not_run(pytester: pytest.Pytester,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Bug: ``bineval report SUBSET.json --baseline BASE.json`` called every baseline test a ``-k`` subset did not
+    run "removed" (the report did not keep which tests ran), where the run's own --bineval-baseline said "not run";
+    a test deleted from a collected file is still removed."""
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE)
+    _run(pytester, "base.json")
+    _run(pytester, "sub.json", "-k", "alpha")
+    sub = report_of(pytester, "sub.json")
+    assert sub.ran_tests is not None and len(sub.ran_tests) == 3 and len(sub.collected_tests or ()) == 6
+    comment = pytester.path / "comment.md"
+    assert main(["report", str(pytester.path / "sub.json"), "--baseline", str(pytester.path / "base.json"),
+                 "--pr-comment", str(comment), "--github", "off"]) == 0
+    assert "3 evaluations compared, 0 added, 0 removed, 2 not run." in comment.read_text(encoding="utf-8")
+    pytester.makepyfile(test_suite=SUITE.replace('range(2)', 'range(1)'))  # test_beta[1] deleted
+    _run(pytester, "less.json")
+    assert main(["report", str(pytester.path / "less.json"), "--baseline", str(pytester.path / "base.json"),
+                 "--pr-comment", str(comment), "--github", "off"]) == 0
+    assert "4 evaluations compared, 0 added, 1 removed, 0 not run." in comment.read_text(encoding="utf-8")
+    capsys.readouterr()
 
 
 def test_pytest_split_groups_one_under_xdist_merge_to_the_unsplit_run(pytester: pytest.Pytester) -> None:
@@ -126,6 +149,17 @@ def test_a_test_in_two_shards_is_an_error_naming_both_files(tmp_path: Path,
     assert not (tmp_path / "merged.json").exists()
 
 
+def test_a_shard_report_given_twice_is_an_error_not_a_double_count(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``bineval report merge a.json a.json`` once wrote a report with every evaluation of a.json twice."""
+    a = _shard(tmp_path / "a.json", _record("t.py::test_x"))
+    b = _shard(tmp_path / "b.json", _record("t.py::test_y"))
+    assert main(["report", "merge", a, b, a, "-o", str(tmp_path / "merged.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"{a} is given twice (shard reports 1 and 3): give each shard's report once" in err
+    assert not (tmp_path / "merged.json").exists()
+
+
 @pytest.mark.parametrize(("change", "said"), [
     ({"model": "other/judge"}, "has judge model (--bineval-model) 'm', {b} has 'other/judge'"),
     ({"prompt_version": "8"}, "has packaged prompt version '7', {b} has '8'"),
@@ -152,6 +186,7 @@ def test_a_partial_or_missing_shard_makes_the_merged_report_partial(tmp_path: Pa
     assert merged.partial_reason == f"1 of 3 shard reports missing; shard {b}: stopping after 1 failures"
     assert "the merged report is partial (1 of 3 shard reports missing" in capsys.readouterr().err
     assert main(["report", "merge", a, "-o", str(out)]) == 0
+    assert "1 shard report, 1 evaluation (1 passed" in capsys.readouterr().out
     assert not ReportDocument.load(out).partial  # a complete shard, nothing expected: complete
     assert main(["report", "merge", a, b, "-o", str(out), "--expect", "1"]) == 2
     assert "2 shard reports given, but --expect says the suite has 1 shards" in capsys.readouterr().err
@@ -174,10 +209,12 @@ def test_merged_report_gates_and_writes_the_summary_and_the_pr_comment(
     out, err = capsys.readouterr()
     assert f"compared with {base}: 1 regressed question(s) (yes -> no)" in out
     gate = "1 regression and 1 score drop beyond tolerance 0.00 vs baseline"
-    assert f"::error title=bineval%3A regressions against the baseline::{gate}" in out
+    named = f"{gate} {base} (bineval report --fail-on-regression=any)"  # the gate named as the user gave it
+    assert f"::error title=bineval%3A regressions against the baseline::{named}\n" in out
     assert "::error title=bineval%3A t.py%3A%3Atest_y below threshold::fluency 0.00 < 0.50" in out
-    assert f"bineval report: failed: {gate} {base} (--fail-on-regression=any)" in err
-    assert "**Session failed**" in summary.read_text(encoding="utf-8")
+    assert f"bineval report: failed: {named}" in err
+    assert "(bineval report --fail-on-regression=any)" in summary.read_text(encoding="utf-8").split(
+        "**Session failed**")[1]
     assert comment.read_text(encoding="utf-8").startswith(f"## bineval: **{gate} {base}**")
     # the same comparison without the gate: exit 0; and a gate with nothing to compare with is a usage error
     assert main(["report", merged, "--baseline", base, "--github", "off"]) == 0
@@ -190,6 +227,49 @@ def test_merged_report_gates_and_writes_the_summary_and_the_pr_comment(
     capsys.readouterr()
     assert main(["report", merged, "--fail-on-regression", "--github", "off"]) == 2
     assert "--fail-on-regression needs a comparison: give --baseline BASE.json" in capsys.readouterr().err
+
+
+def test_the_gate_of_bineval_report_names_its_own_option_not_the_pytest_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A report whose run compared with a baseline, gated again by ``bineval report --fail-on-regression``: every
+    output (annotation, stderr) names that option, not the run's --bineval-fail-on-regression."""
+    from pytest_bineval.baseline import diff_runs
+
+    before, after = _record("t.py::test_x"), _record("t.py::test_x", "no")
+    run = tmp_path / "run.json"
+    ReportDocument(settings=ReportSettings(model="m"), evaluations=[after],
+                   regressions=diff_runs([before], [after], baseline="base.json")).write(run)
+    html = tmp_path / "run.html"
+    assert main(["report", str(run), "--fail-on-regression=any", "--github", "on", "--html", str(html)]) == 1
+    out, err = capsys.readouterr()
+    named = "1 regression and 1 score drop beyond tolerance 0.00 vs baseline base.json (bineval report " \
+            "--fail-on-regression=any)"
+    assert f"regressions against the baseline::{named}" in out
+    assert f"bineval report: failed: {named}" in err
+    assert "--bineval-fail-on-regression" not in out + err
+    # the run's own gate (--bineval-fail-on-regression failed it): shown, but rendering is not gating (exit 0)
+    failed = ReportDocument.load(run)
+    assert failed.regressions is not None
+    failed.regressions.fail_on, failed.regressions.failed = "any", True
+    failed.write(run)
+    assert main(["report", str(run), "--github", "off", "--html", str(html)]) == 0
+    assert ("bineval report: the run failed its gate: 1 regression and 1 score drop beyond tolerance 0.00 vs "
+            "baseline base.json (--bineval-fail-on-regression=any); bineval report gates (exit 1) only with "
+            "--fail-on-regression") in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("option", "example"), [("--html", "bineval-report.html"),
+                                                 ("--pr-comment", "bineval-comment.md")])
+def test_bineval_report_refuses_a_directory_as_its_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               option: str, example: str) -> None:
+    """Bug: ``bineval report R.json --html out/`` said only "bineval: error: [Errno 21] Is a directory:
+    '/.tmp.909.d148a9f3.tmp' -> 'out'", naming neither the option nor the fix."""
+    run = _shard(tmp_path / "run.json", _record("t.py::test_x"))
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["report", run, option, str(out), "--github", "off"]) == 2
+    assert (f"bineval: error: {option} {out} is a directory; give the path of the file to write in it, e.g. "
+            f"{option} {out / example}") in capsys.readouterr().err
 
 
 def test_shards_own_baseline_comparisons_are_left_out_with_a_note(tmp_path: Path) -> None:
