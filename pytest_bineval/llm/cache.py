@@ -87,14 +87,23 @@ class ResponseCache:
         try:
             self._cache = diskcache.Cache(str(self.directory))
         except Exception as exc:  # a damaged database: keep it aside, start afresh
+            db = self.directory / "cache.db"
+            if not db.is_file():  # nothing to move: the directory cannot be made or written
+                self._warn(f"cannot open the cache at {self.directory} ({exc!r}): this run is judged without it "
+                           "(is the directory writable? --bineval-cache-dir sets another)")
+                self._broken = True
+                return None
             aside = self.directory / f"cache.db.corrupt-{os.getpid()}-{int(time.time())}"
-            self._warn(f"cannot open cache at {self.directory} ({exc!r}); moved it to {aside.name}")
             try:
-                os.replace(self.directory / "cache.db", aside)
+                os.replace(db, aside)
                 self._cache = diskcache.Cache(str(self.directory))
             except Exception as exc2:
-                self._warn(f"cache disabled for this run: {exc2!r}")
+                self._warn(f"cannot open the cache at {self.directory} ({exc!r}), nor start a new one ({exc2!r}): "
+                           "this run is judged without it")
                 self._broken = True
+            else:
+                self._warn(f"cannot open the cache at {self.directory} ({exc!r}): its database was moved aside to "
+                           f"{aside.name}, and a new one started")
         return self._cache
 
     def _fetch(self, key: str) -> str | bytes | None:

@@ -134,3 +134,24 @@ def test_a_writer_killed_mid_write_leaves_a_usable_cache(tmp_path: Path) -> None
     assert outcome.unreadable == 0
     assert outcome.writes_after
     assert outcome.warnings == []
+
+
+def test_a_cache_directory_that_cannot_be_made_says_so_and_moves_nothing(fake: ScriptedModel, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.warns(BinevalCacheWarning, match=r"cannot open the cache at .*a-file.*: this run is judged without "
+                                                 r"it \(is the directory writable\?"):
+        result = evaluate("x", CHECKLIST, model=fake.model, cache_dir=str(blocker / "cache"))
+    assert [v.answer for v in result.verdicts] == ["yes", "yes"] and not any(v.cached for v in result.verdicts)
+    assert blocker.read_text() == "not a directory" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_a_corrupt_database_is_moved_aside_and_said(fake: ScriptedModel, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "cache.db").write_bytes(b"this is no sqlite database" * 100)
+    with pytest.warns(BinevalCacheWarning, match=r"its database was moved aside to cache\.db\.corrupt-.*, and a new "
+                                                 r"one started"):
+        evaluate("x", CHECKLIST, model=fake.model, cache_dir=str(cache))
+    assert any(p.name.startswith("cache.db.corrupt-") for p in cache.iterdir())
+    assert evaluate("x", CHECKLIST, model=fake.model, cache_dir=str(cache)).usage.cache_hits == 2
