@@ -145,13 +145,3 @@ def test_a_cache_directory_that_cannot_be_made_says_so_and_moves_nothing(fake: S
     assert [v.answer for v in result.verdicts] == ["yes", "yes"] and not any(v.cached for v in result.verdicts)
     assert blocker.read_text() == "not a directory" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
 
-
-def test_a_corrupt_database_is_moved_aside_and_said(fake: ScriptedModel, tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "cache.db").write_bytes(b"this is no sqlite database" * 100)
-    with pytest.warns(BinevalCacheWarning, match=r"its database was moved aside to cache\.db\.corrupt-.*, and a new "
-                                                 r"one started"):
-        evaluate("x", CHECKLIST, model=fake.model, cache_dir=str(cache))
-    assert any(p.name.startswith("cache.db.corrupt-") for p in cache.iterdir())
-    assert evaluate("x", CHECKLIST, model=fake.model, cache_dir=str(cache)).usage.cache_hits == 2

@@ -501,7 +501,8 @@ def test_corrupt_cache_database_warns_and_results_stay_correct(fake: ScriptedMod
     fake.answers = {"Is fluency check 1 met by the response?": "no"}
     first = evaluate(SUMMARY, checklist, ARTICLE, **opts(fake, cache_dir))
     (cache_dir / "cache.db").write_bytes(b"this is not a sqlite database\x00" * 200)
-    with pytest.warns(BinevalCacheWarning, match="cannot open cache"):
+    with pytest.warns(BinevalCacheWarning, match="cannot open the cache .*: its database was moved aside to "
+                                                 "cache.db.corrupt-"):
         again = evaluate(SUMMARY, checklist, ARTICLE, **opts(fake, cache_dir))
     assert [(v.answer, v.explanation) for v in again.verdicts] == [(v.answer, v.explanation) for v in first.verdicts]
     assert again.usage.llm_calls == 2 + 1  # 2 answers, 1 explanation
