@@ -447,8 +447,9 @@ class LLMClient:
                 usage.failed_requests += 1
                 if streaming and (isinstance(exc, NoStream) or (refuses_stream(exc) and classify(exc) == "fatal")):
                     why = str(exc) if isinstance(exc, NoStream) else _describe(exc, self._secrets())
-                    if self.formats.streaming.learned(model, False, redact(clip(why, 200), self._secrets())):
-                        usage.not_streamed[model] = self.formats.streaming.not_streaming().get(model, "")
+                    reason = redact(clip(why, 200), self._secrets())
+                    if self.formats.streaming.learned(model, False, reason):
+                        usage.not_streamed[model] = reason
                     if self.formats.streaming.streams(model) is False:
                         usage.seconds = time.monotonic() - started
                         raise NoStream(why, usage) from None
