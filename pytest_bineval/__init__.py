@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from .models import Checklist, Evaluation, Question, QworldTree, Usage, Verdict, points_score
     from .prompting import prompt_version
     from .qworld import QworldConfig
-    from .record import EvaluationRecord, ReportDocument
+    from .report.document import ReportDocument
+    from .report.record import EvaluationRecord
     from .settings import Settings
 
 # name -> the module that defines it
@@ -58,7 +59,8 @@ _EXPORTS: dict[str, str] = {
                     ".models"),
     "prompt_version": ".prompting",
     "QworldConfig": ".qworld",
-    **dict.fromkeys(("EvaluationRecord", "ReportDocument"), ".record"),
+    "EvaluationRecord": ".report.record",
+    "ReportDocument": ".report.document",
     "Settings": ".settings",
 }
 

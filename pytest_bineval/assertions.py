@@ -26,7 +26,7 @@ from .untrusted import inert
 if TYPE_CHECKING:  # a light module at import: a test module imports it when it is collected
     from .engine import Engine
     from .models import Checklist, Evaluation
-    from .record import ChecklistStatus, EvaluationRecord, Location
+    from .report.record import ChecklistStatus, EvaluationRecord, Location
     from .session import TestContext
 
 Threshold = float | Mapping[str, float]
@@ -221,7 +221,7 @@ async def _aassert(req: AssertionRequest) -> Evaluation:
 async def _ajudge(req: AssertionRequest, engine: Engine) -> Evaluation:
     __tracebackhide__ = True
     from .qworld import DEFAULT_TASK
-    from .record import EvaluationRecord
+    from .report.record import EvaluationRecord
 
     ctx = req.ctx
     checklist = req.checklist
@@ -303,7 +303,7 @@ def _choice(name: str, value: str | None, marker_value: str | None, allowed: tup
 
 def _caller_location(ctx: TestContext | None) -> Location | None:
     """File (relative to the rootdir, else to the current directory) and line of the user's call."""
-    from .record import Location
+    from .report.record import Location
 
     frame = sys._getframe(1)
     package = str(Path(__file__).parent)

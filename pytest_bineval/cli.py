@@ -19,7 +19,7 @@ from .settings import Settings, add_setting_arguments, number_in, settings_from_
 
 if TYPE_CHECKING:
     from .models import Checklist
-    from .record import ReportDocument
+    from .report.document import ReportDocument
 
 
 def _read(path: str) -> str:
@@ -172,7 +172,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``bineval report``: the outputs of a run from its report file (a shard's, or ``bineval report merge``'s).
     Exit 1 when ``--fail-on-regression`` finds regressions, 2 on a usage error; 0 otherwise, also for the report
     of a run that failed its own gate (said on stderr: rendering a failed run is no failure)."""
-    from .record import RegressionReport, ReportDocument
+    from .report.comparison import RegressionReport
+    from .report.document import ReportDocument
 
     for option, name, example in (("--html", args.html, "bineval-report.html"),
                                   ("--pr-comment", args.pr_comment, "bineval-comment.md")):
@@ -185,14 +186,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     document = ReportDocument.load(args.report)
     diff: RegressionReport | None
     if args.baseline:
-        from .baseline import diff_runs
+        from .report.document import diff_reports
 
-        base = ReportDocument.load(args.baseline)
-        diff = diff_runs(base.evaluations, document.evaluations, baseline=args.baseline,
-                         tolerance=args.tolerance or 0.0, created=base.created, generator=base.generator,
-                         alpha=args.alpha, fail_on=args.fail_on_regression or "significant",
-                         ran=document.ran_tests, collected=document.collected_tests,
-                         judged=(base.judge(), document.judge()))
+        diff = diff_reports(document, ReportDocument.load(args.baseline), args.baseline,
+                            tolerance=args.tolerance or 0.0, alpha=args.alpha,
+                            fail_on=args.fail_on_regression or "significant")
     else:  # the run's own comparison, when it was made with --bineval-baseline
         diff = document.regressions
         if diff is not None and args.fail_on_regression:  # the gate asked for here, on the run's comparison
@@ -215,9 +213,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     counts = (f"{_count(t.evaluations, 'evaluation')} ({t.passed} passed, {t.failed} below threshold, {t.errors} "
               "judge error)" + (f", {_count(t.unscored_tests, 'test')} not scored" if t.unscored_tests else ""))
     if args.html:
-        from .outputs.html import BaselineDiff, write_html
+        from .outputs.html import write_html
 
-        write_html(args.html, document, None if diff is None else BaselineDiff.of(diff))
+        write_html(args.html, document, diff)
         print(f"wrote {Path(args.html).resolve()}: {counts}")
     else:
         print(f"{args.report}: {counts}")
@@ -265,7 +263,7 @@ def _github_outputs(args: argparse.Namespace, document: ReportDocument) -> None:
 def cmd_report_merge(args: argparse.Namespace) -> int:
     """``bineval report merge SHARD.json... -o MERGED.json``: exit 0 when merged (a partial one too, said on
     stderr), 2 when the shards cannot be one run (nothing written)."""
-    from .shards import merge_reports
+    from .report.shards import merge_reports
 
     document = merge_reports(args.shards, expect=args.expect)
     document.write(args.output)

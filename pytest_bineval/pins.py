@@ -44,12 +44,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import record
 from .errors import PinError
 from .files import write_text_atomic
 from .kinds import PinUpdate
 from .models import Checklist, task_digest
-from .record import PinAction, PinActionKind
+from .report.document import PinAction, PinActionKind
+from .report.record import questions_digest as digest_of_questions
 
 PIN_DIR = "__bineval__"
 PIN_FORMAT = 2
@@ -73,7 +73,7 @@ def pin_path(module_path: Path, test_name: str) -> Path:
 
 def questions_digest(checklist: Checklist) -> str:
     """What a pin entry records of its generated questions: an edit to any question changes it."""
-    return record.questions_digest(checklist.questions)
+    return digest_of_questions(checklist.questions)
 
 
 def _dims_key(dimensions: dict[str, str]) -> list[list[str]]:
@@ -374,7 +374,7 @@ def _pin_in_run(path: Path, checklist: Checklist, test: str, *, since_ns: int, m
 # -- --bineval-update-checklists: what to write, what to keep -----------------------------------------------------
 def _action(action: PinActionKind, path: Path, checklist: Checklist, rootpath: Path, why: str = "",
             test: str = "") -> PinAction:
-    """The :class:`~pytest_bineval.record.PinAction` of ``checklist``'s entry in the file at ``path`` (shown
+    """The :class:`~pytest_bineval.report.document.PinAction` of ``checklist``'s entry in the file at ``path`` (shown
     relative to the rootdir); ``test``: the test an action ``listed`` added to the entry."""
     try:
         shown = path.relative_to(rootpath).as_posix()

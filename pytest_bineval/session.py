@@ -1,5 +1,5 @@
 """Run-wide state of a pytest session: the engine (one per session), the current test's context, pinned
-checklists, and the run's :class:`~pytest_bineval.ledger.RunLedger` (records, usage, pins, ...), which
+checklists, and the run's :class:`~pytest_bineval.report.ledger.RunLedger` (records, usage, pins, ...), which
 pytest-xdist workers send to the controller."""
 
 from __future__ import annotations
@@ -18,24 +18,15 @@ from typing import Any
 from .dimensions import BUILTIN, DimensionsArg, did_you_mean, resolve_dimensions
 from .engine import Engine, run_sync
 from .errors import PinError, UsageError
-from .ledger import RunLedger
 from .markers import MarkerArgs
 from .models import Checklist, ConfirmCost, Evaluation, ScoreKind, Usage
 from .options import Options
 from .pins import PinFile, entry_id, update_pin
 from .qworld import DEFAULT_TASK, qworld_dimensions
-from .record import (
-    ChecklistStatus,
-    EvaluationRecord,
-    JudgedBy,
-    Location,
-    OptimizeOutcome,
-    RegressionReport,
-    ReportDocument,
-    ReportSettings,
-    Totals,
-    UnscoredTest,
-)
+from .report.comparison import RegressionReport
+from .report.document import OptimizeOutcome, ReportDocument, ReportSettings, Totals
+from .report.ledger import RunLedger
+from .report.record import ChecklistStatus, EvaluationRecord, JudgedBy, Location, UnscoredTest
 
 Threshold = float | Mapping[str, float]
 
@@ -210,7 +201,7 @@ class BinevalService:
 
     def compare(self) -> RegressionReport | None:
         """This run's records against the baseline's; ``failed`` when --bineval-fail-on-regression applies."""
-        from .baseline import diff_runs
+        from .report.comparison import diff_runs
 
         if self.baseline is None or not self.options.baseline:
             return None

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing.project import scripted_project
 
 # A hand-written checklist for the tests that run the real embedded judge (no generation call): the 135M

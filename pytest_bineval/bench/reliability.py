@@ -256,7 +256,7 @@ def run_scenario(scenario: Scenario, *, questions: int = 2, retries: int = 2, ti
     one streamed request per question, the server streaming its chat completions; off: the two-request path)."""
     from ..engine import Engine
     from ..errors import InputTooLargeError
-    from ..record import EvaluationRecord
+    from ..report.record import EvaluationRecord
     from ..settings import Settings
 
     checklist = _checklist(questions)

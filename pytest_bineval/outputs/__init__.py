@@ -1,6 +1,6 @@
 """Outputs of a run. Each is a small plugin object in its own module, registered by :func:`register` only when
 its option is on, and reading nothing but the run's finished
-:class:`~pytest_bineval.record.ReportDocument` (handed to ``pytest_bineval_finished``) and the config (for
+:class:`~pytest_bineval.report.document.ReportDocument` (handed to ``pytest_bineval_finished``) and the config (for
 paths): the JSON report, the HTML page, the GitHub job summary and annotations, the terminal summary, and the
 ``--junitxml`` retagging. A new output is a new module here and one line in :func:`register`.
 

@@ -14,7 +14,9 @@ import os
 from collections.abc import Collection, Sequence
 
 from ..models import cost_text
-from ..record import EvaluationDiff, EvaluationRecord, Location, RegressionReport, Totals
+from ..report.comparison import EvaluationDiff, RegressionReport
+from ..report.document import Totals
+from ..report.record import EvaluationRecord, Location
 from ..untrusted import show_controls
 from .terminal import score_line
 

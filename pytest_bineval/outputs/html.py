@@ -1,5 +1,5 @@
 """The self-contained HTML report (``--bineval-html``, ``bineval report --html``): a pure function of a
-:class:`~pytest_bineval.record.ReportDocument`, and optionally of a baseline document to compare with.
+:class:`~pytest_bineval.report.document.ReportDocument`, and optionally of a baseline document to compare with.
 
 One file: CSS, JavaScript and SVG plots are inline and a Content-Security-Policy forbids loading anything
 else, so the page opens from disk (a CI artifact) and makes no request. Every text goes through jinja2's
@@ -17,83 +17,15 @@ import base64
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from ..files import write_text_atomic
 from ..models import Verdict, cost_text
-from ..record import (
-    ChangeKind,
-    DimensionResult,
-    EvaluationRecord,
-    QuestionChange,
-    RegressionReport,
-    ReportDocument,
-)
-
-# -- comparison with a baseline report ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BaselineDiff:
-    """The page's view of a :class:`~pytest_bineval.record.RegressionReport` (this run against a baseline,
-    made by :func:`pytest_bineval.baseline.diff_runs`): its changes by (record key, question id)."""
-
-    report: RegressionReport
-    changes: dict[tuple[str, str], QuestionChange] = field(default_factory=dict)
-    scores: dict[tuple[str, str], float | None] = field(default_factory=dict)  # (key, dimension) -> old score
-    drops: frozenset[tuple[str, str]] = frozenset()  # (key, dimension): fell by more than the tolerance
-
-    @classmethod
-    def of(cls, report: RegressionReport) -> BaselineDiff:
-        return cls(report=report,
-                   changes={(d.key, c.question_id): c for d in report.compared for c in d.changes},
-                   scores={(d.key, s.name): s.before for d in report.compared for s in d.scores},
-                   drops=frozenset((d.key, s.name) for d, s in report.score_drops()))
-
-    @property
-    def label(self) -> str:
-        return self.report.baseline or "the baseline"
-
-    @property
-    def created(self) -> str:
-        return self.report.baseline_created
-
-    @property
-    def new_keys(self) -> frozenset[str]:
-        """Evaluations the baseline does not have."""
-        return frozenset(r.key for r in self.report.added)
-
-    @property
-    def removed_keys(self) -> tuple[str, ...]:
-        """Evaluations only the baseline has."""
-        return tuple(r.key for r in self.report.removed)
-
-    @property
-    def compared(self) -> int:
-        """Questions asked in both runs (matched by id and text)."""
-        return sum(d.unchanged + len(d.changes) for d in self.report.compared)
-
-    def of_kind(self, kind: ChangeKind) -> list[QuestionChange]:
-        return [c for _, c in self.report.changes(kind)]
-
-    @property
-    def tolerance(self) -> str:
-        return f"{self.report.tolerance:.2f}"
-
-
-def diff_reports(current: ReportDocument, baseline: ReportDocument, label: str = "baseline", *,
-                 tolerance: float = 0.0) -> BaselineDiff:
-    """This report against a baseline report, question by question (:func:`pytest_bineval.baseline.diff_runs`:
-    yes -> no of a stable question is a regression, no -> yes a fix, a flip of an unstable one apart); a
-    dimension score that fell by more than ``tolerance`` is a score drop."""
-    from ..baseline import diff_runs
-
-    return BaselineDiff.of(diff_runs(baseline.evaluations, current.evaluations, baseline=label,
-                                     tolerance=tolerance, created=baseline.created, generator=baseline.generator,
-                                     judged=(baseline.judge(), current.judge())))
-
+from ..report.comparison import BaselineDiff, QuestionChange, RegressionReport
+from ..report.document import ReportDocument
+from ..report.record import DimensionResult, EvaluationRecord
 
 # -- the view the template lays out -------------------------------------------------------------------------
 
@@ -372,11 +304,11 @@ def _dimension_verdicts(rec: EvaluationRecord) -> dict[str, list[Verdict]]:
     return groups
 
 
-def build_view(document: ReportDocument, diff: BaselineDiff | None = None) -> ReportView:
+def build_view(document: ReportDocument, comparison: RegressionReport | None = None) -> ReportView:
     """The view of ``document``; ``diff`` (default: the document's own ``regressions``, when it was made with
     ``--bineval-baseline``) marks what changed since the baseline."""
-    if diff is None and document.regressions is not None:
-        diff = BaselineDiff.of(document.regressions)
+    comparison = comparison if comparison is not None else document.regressions
+    diff = None if comparison is None else BaselineDiff.of(comparison)
     records = document.evaluations
     grouped = [_dimension_verdicts(r) for r in records]
     sizes: dict[str, int] = {}
@@ -433,13 +365,13 @@ def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
-def render_html(document: ReportDocument, diff: BaselineDiff | None = None) -> str:
-    """The report as one self-contained HTML page; ``diff`` (:func:`diff_reports`; default: the document's
-    own comparison with ``--bineval-baseline``) marks what changed since a baseline."""
+def render_html(document: ReportDocument, comparison: RegressionReport | None = None) -> str:
+    """The report as one self-contained HTML page; ``comparison`` (:func:`~pytest_bineval.report.document.diff_reports`;
+    default: the document's own comparison with ``--bineval-baseline``) marks what changed since a baseline."""
     import jinja2
     from markupsafe import Markup
 
-    view = build_view(document, diff)
+    view = build_view(document, comparison)
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("pytest_bineval.outputs", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -453,6 +385,7 @@ def render_html(document: ReportDocument, diff: BaselineDiff | None = None) -> s
         view=view, doc=document, totals=document.totals, style=Markup(style), script=Markup(script), csp=csp)
 
 
-def write_html(path: str | os.PathLike[str], document: ReportDocument, diff: BaselineDiff | None = None) -> Path:
+def write_html(path: str | os.PathLike[str], document: ReportDocument,
+               comparison: RegressionReport | None = None) -> Path:
     """Render and write atomically (a reader never sees half a page); returns the path written."""
-    return write_text_atomic(path, render_html(document, diff))
+    return write_text_atomic(path, render_html(document, comparison))

@@ -5,7 +5,7 @@ prompts version, checklists), if it does; then the significant regressions (dime
 tolerance and significant at ``--bineval-alpha``, with their questions answered yes in the baseline and no now),
 every other score change with its p-value, the unstable questions, the judge errors, and what the run cost.
 The body is a pure function of the finished
-:class:`~pytest_bineval.record.ReportDocument` and holds no timestamp or duration, so a sticky-comment action
+:class:`~pytest_bineval.report.document.ReportDocument` and holds no timestamp or duration, so a sticky-comment action
 (``marocchino/sticky-pull-request-comment``) updates one comment in place and a run that changes nothing leaves
 it as it is. Model text is escaped (:func:`~pytest_bineval.outputs.github.md`): an explanation cannot add markdown,
 HTML or ``@mentions``; each table stops at :data:`ROWS` rows and says how many more the report holds.
@@ -23,7 +23,8 @@ from ..files import write_text_atomic
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..record import EvaluationDiff, QuestionChange, RegressionReport, ReportDocument, ScoreChange
+    from ..report.comparison import EvaluationDiff, QuestionChange, RegressionReport, ScoreChange
+    from ..report.document import ReportDocument
 
 ROWS = 30  # rows per table; a GitHub comment holds at most 65,536 characters
 

@@ -11,20 +11,9 @@ from collections.abc import Sequence
 
 from ..llm.caching import CACHE_MINIMUM_TOKENS
 from ..models import Verdict, cost_text
-from ..record import (
-    CHANGE_KINDS,
-    ChecklistGeneration,
-    ConfirmationSummary,
-    DimensionResult,
-    EvaluationRecord,
-    OptimizeOutcome,
-    PinAction,
-    RegressionReport,
-    ScoreChange,
-    Totals,
-    UnscoredTest,
-    pin_key,
-)
+from ..report.comparison import CHANGE_KINDS, RegressionReport, ScoreChange
+from ..report.document import ChecklistGeneration, OptimizeOutcome, PinAction, Totals
+from ..report.record import ConfirmationSummary, DimensionResult, EvaluationRecord, UnscoredTest, pin_key
 from ..untrusted import inert, one_line, show_controls
 
 Line = tuple[str, dict[str, bool]]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support import REAL_CHECKLIST
 
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 
 pytest_plugins = ["pytester"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 
 pytest_plugins = ["pytester"]
 

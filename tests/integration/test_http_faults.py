@@ -21,7 +21,8 @@ from pytest_bineval.kinds import StreamMode
 from pytest_bineval.llm.client import BinevalEncodingWarning
 from pytest_bineval.llm.negotiation import FormatNegotiator
 from pytest_bineval.llm.retry import RetryPolicy, classify, parse_retry_after
-from pytest_bineval.record import EvaluationRecord, ReportDocument
+from pytest_bineval.report.document import ReportDocument
+from pytest_bineval.report.record import EvaluationRecord
 from pytest_bineval.testing import Request, ScriptedModel
 from pytest_bineval.testing.faults import FaultServer, Received, Reply, completion, error_body
 

@@ -4,13 +4,14 @@ re-asked verdict's asks) and the PR comment (the unstable section's wording, the
 from __future__ import annotations
 
 from pytest_bineval.assertions import failure_message
-from pytest_bineval.baseline import diff_evaluation
 from pytest_bineval.confirm import confirmed
 from pytest_bineval.models import ConfirmCost, Evaluation, Usage, Verdict
 from pytest_bineval.outputs.github import step_summary
 from pytest_bineval.outputs.html import build_view, render_html
 from pytest_bineval.outputs.pr_comment import render
-from pytest_bineval.record import ConfirmationSummary, EvaluationRecord, ReportDocument, Totals, UnstableQuestion
+from pytest_bineval.report.comparison import diff_evaluation
+from pytest_bineval.report.document import ReportDocument, Totals
+from pytest_bineval.report.record import ConfirmationSummary, EvaluationRecord, UnstableQuestion
 
 
 def verdict(i: int, answer: str) -> Verdict:

@@ -16,8 +16,10 @@ from support import MANY
 
 from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Usage, Verdict
-from pytest_bineval.outputs.html import build_view, diff_reports, histogram, render_html
-from pytest_bineval.record import DimensionResult, EvaluationRecord, ReportDocument, Totals
+from pytest_bineval.outputs.html import build_view, histogram, render_html
+from pytest_bineval.report.comparison import BaselineDiff
+from pytest_bineval.report.document import ReportDocument, Totals, diff_reports
+from pytest_bineval.report.record import DimensionResult, EvaluationRecord
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
@@ -149,11 +151,12 @@ def test_diff_marks_regressions_fixes_and_new_or_removed_evaluations() -> None:
     now = document(record("t::a", {"consistency": ["no", "yes", "error"]}),
                    record("t::new", {"consistency": ["no"]}),
                    record("t::a", {"fluency": ["yes"]}, index=1))
-    diff = diff_reports(now, base, "base.json")
+    comparison = diff_reports(now, base, "base.json")
+    diff = BaselineDiff.of(comparison)
     assert sorted((c.question_id, c.kind) for d in diff.report.compared for c in d.changes) == [
         ("consistency-1", "regression"), ("consistency-2", "fix"), ("consistency-3", "judge error")]
     assert diff.new_keys == {"t::new"} and diff.removed_keys == ("t::gone",) and diff.compared == 4
-    view = build_view(now, diff)
+    view = build_view(now, comparison)
     first = view.rows[0]
     assert first.regressed and [c.css for c in first.verdict_cells] == ["cell no regressed", "cell yes fixed",
                                                                          "cell error"]
@@ -161,7 +164,7 @@ def test_diff_marks_regressions_fixes_and_new_or_removed_evaluations() -> None:
     assert change is not None and change.baseline_explanation == "scripted yes"
     assert view.rows[1].new and not view.rows[1].regressed and view.regressed == 1
     assert first.bars[0].delta == "-0.17"  # 0.50 (1 of 2 answered) - 0.67
-    page = render_html(now, diff)
+    page = render_html(now, comparison)
     assert "1 regressed question(s)" in page and "1 new judge error(s)" in page and "1 gone: t::gone" in page
     assert '<input type="radio" name="show" value="regressed">' in page  # the filter is enabled
     assert '<span class="was">regression; baseline: yes &ndash; scripted yes</span></li>' in page

@@ -29,7 +29,7 @@ import pytest
 from support import REAL_CHECKLIST
 
 from pytest_bineval.cli import main
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 
 pytest_plugins = ["pytester"]
 

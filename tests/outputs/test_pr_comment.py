@@ -11,16 +11,9 @@ import pytest
 from pytest_bineval.models import Evaluation, Question, Usage, Verdict
 from pytest_bineval.outputs import pr_comment
 from pytest_bineval.outputs.pr_comment import PrComment, render
-from pytest_bineval.record import (
-    EvaluationDiff,
-    EvaluationRecord,
-    QuestionChange,
-    RegressionReport,
-    ReportDocument,
-    ScoreChange,
-    Totals,
-    UnstableQuestion,
-)
+from pytest_bineval.report.comparison import EvaluationDiff, QuestionChange, RegressionReport, ScoreChange
+from pytest_bineval.report.document import ReportDocument, Totals
+from pytest_bineval.report.record import EvaluationRecord, UnstableQuestion
 
 QUESTIONS = [Question(id="c-1", dimension="consistency", text="Is every claim supported by the input?"),
              Question(id="c-2", dimension="consistency", text="Are the names right?")]

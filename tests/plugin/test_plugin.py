@@ -32,7 +32,7 @@ def test_help_lists_the_option_group_without_loading_litellm(pytester: pytest.Py
     ])
 
 
-HEAVY = ("pytest_bineval.models", "pytest_bineval.record", "pytest_bineval.engine", "litellm", "llama_cpp")
+HEAVY = ("pytest_bineval.models", "pytest_bineval.report.record", "pytest_bineval.engine", "litellm", "llama_cpp")
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--collect-only", "-q"]])

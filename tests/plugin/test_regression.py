@@ -14,7 +14,8 @@ from support import REAL_CHECKLIST, make_project
 
 from pytest_bineval.dimensions import resolve_dimensions
 from pytest_bineval.models import Evaluation, Verdict
-from pytest_bineval.record import EvaluationRecord, ReportDocument, text_digest
+from pytest_bineval.report.document import ReportDocument
+from pytest_bineval.report.record import EvaluationRecord, text_digest
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
@@ -546,7 +547,7 @@ def test_real_diff():
 
 @pytest.mark.local_model
 def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    from pytest_bineval.baseline import classify
+    from pytest_bineval.report.comparison import classify
 
     pin = pytester.path / "__bineval__" / "test_real" / "test_real_diff.json"
     pin.parent.mkdir(parents=True)

@@ -19,7 +19,8 @@ from pytest_bineval.errors import BinevalError, PinError
 from pytest_bineval.models import Checklist, Question
 from pytest_bineval.options import SPECS
 from pytest_bineval.pins import PinFile, pin
-from pytest_bineval.record import EvaluationRecord, ReportDocument
+from pytest_bineval.report.document import ReportDocument
+from pytest_bineval.report.record import EvaluationRecord
 from pytest_bineval.settings import SETTING_SPECS, Settings
 
 pytest_plugins = ["pytester"]
@@ -152,7 +153,7 @@ def test_summary_counts_evaluations_that_ended_in_a_judge_error(pytester: pytest
 def test_the_hook_receives_the_typed_record(pytester: pytest.Pytester) -> None:
     make_project(pytester, no=(Q.format("consistency", 2),))
     pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text() + textwrap.dedent('''
-        from pytest_bineval.record import EvaluationRecord
+        from pytest_bineval.report.record import EvaluationRecord
         SEEN = []
 
         def pytest_bineval_evaluated(config, record):

@@ -12,7 +12,8 @@ from support import make_project, report_of
 
 from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Question, Usage, Verdict
-from pytest_bineval.record import EvaluationRecord, JudgedBy, ReportDocument, ReportSettings, Totals
+from pytest_bineval.report.document import ReportDocument, ReportSettings, Totals
+from pytest_bineval.report.record import EvaluationRecord, JudgedBy
 
 # Two tasks (no checklist shared by the shards: each shard generates its own), a failing evaluation, a parametrized
 # test split across the shards by -k, and a test that errors before any evaluation (unscored).
@@ -233,7 +234,7 @@ def test_the_gate_of_bineval_report_names_its_own_option_not_the_pytest_one(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A report whose run compared with a baseline, gated again by ``bineval report --fail-on-regression``: every
     output (annotation, stderr) names that option, not the run's --bineval-fail-on-regression."""
-    from pytest_bineval.baseline import diff_runs
+    from pytest_bineval.report.comparison import diff_runs
 
     before, after = _record("t.py::test_x"), _record("t.py::test_x", "no")
     run = tmp_path / "run.json"
@@ -273,7 +274,7 @@ def test_bineval_report_refuses_a_directory_as_its_output_file(tmp_path: Path, c
 
 
 def test_shards_own_baseline_comparisons_are_left_out_with_a_note(tmp_path: Path) -> None:
-    from pytest_bineval.baseline import diff_runs
+    from pytest_bineval.report.comparison import diff_runs
 
     rec = _record("t.py::test_x")
     a = tmp_path / "a.json"

@@ -14,9 +14,9 @@ import pytest
 from pytest_bineval.confirm import ask_again, confirmed, decided, interval, needs_confirmation, z_of
 from pytest_bineval.engine import Engine
 from pytest_bineval.errors import UsageError
-from pytest_bineval.ledger import RunLedger
 from pytest_bineval.models import Checklist, ConfirmCost, Question, Usage, Verdict
-from pytest_bineval.record import ConfirmationSummary
+from pytest_bineval.report.ledger import RunLedger
+from pytest_bineval.report.record import ConfirmationSummary
 from pytest_bineval.settings import Settings, confidence_level
 from pytest_bineval.testing import ScriptedModel
 from pytest_bineval.testing.scripted import Request
@@ -220,7 +220,7 @@ def test_without_confirm_nothing_is_re_asked(fake: ScriptedModel, cache_dir: Pat
 
 
 def test_against_a_baseline_an_unstable_confirmed_question_flips_and_a_decided_one_regresses() -> None:
-    from pytest_bineval.baseline import classify
+    from pytest_bineval.report.comparison import classify
 
     before = verdict("yes")
     split = confirmed(verdict("no"), [verdict("yes"), verdict("no")], 0.95)  # no by 2 of 3, undecided

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_bineval.baseline import EDIT_SIMILARITY, diff_runs, similarity
 from pytest_bineval.gate_stats import dimension_test, fisher_exact, mcnemar_exact
 from pytest_bineval.models import Evaluation, Verdict
-from pytest_bineval.record import EvaluationRecord
 from pytest_bineval.repeats import wilson_interval
+from pytest_bineval.report.comparison import EDIT_SIMILARITY, diff_runs, similarity
+from pytest_bineval.report.record import EvaluationRecord
 
 
 def verdict(qid: str, answer: str, *, text: str | None = None, repeats: list[str] | None = None) -> Verdict:

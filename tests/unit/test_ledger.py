@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from pytest_bineval.ledger import RunLedger
 from pytest_bineval.models import ConfirmCost, Evaluation, Question, Usage, Verdict
-from pytest_bineval.record import EvaluationRecord, PinAction, UnscoredTest
+from pytest_bineval.report.document import PinAction
+from pytest_bineval.report.ledger import RunLedger
+from pytest_bineval.report.record import EvaluationRecord, UnscoredTest
 
 
 def _record(test: str) -> EvaluationRecord:

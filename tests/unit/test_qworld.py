@@ -29,7 +29,7 @@ from pytest_bineval.assertions import failure_message
 from pytest_bineval.cli import main
 from pytest_bineval.pins import PinFile, pin
 from pytest_bineval.qworld import QWORLD_DIMENSION, parse_widths
-from pytest_bineval.record import EvaluationRecord
+from pytest_bineval.report.record import EvaluationRecord
 from pytest_bineval.session import reset_current, set_current
 from pytest_bineval.testing import Request, ScriptedModel
 

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval.baseline import diff_runs, match_questions
 from pytest_bineval.models import Evaluation, Verdict
-from pytest_bineval.record import EvaluationRecord, ReportDocument, Totals
 from pytest_bineval.repeats import combine_repeats, combine_verdicts, wilson_interval
+from pytest_bineval.report.comparison import diff_runs, match_questions
+from pytest_bineval.report.document import ReportDocument, Totals
+from pytest_bineval.report.record import EvaluationRecord
 
 
 def verdict(qid: str, answer: str, *, dim: str = "consistency", text: str | None = None,

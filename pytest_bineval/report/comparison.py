@@ -1,4 +1,6 @@
-"""This run against a baseline run (``--bineval-baseline``): a pure function of two lists of records.
+"""This run against a baseline run (``--bineval-baseline``): the comparison's types (:class:`RegressionReport`
+and its parts) and :func:`diff_runs`, a pure function of two lists of records; :class:`BaselineDiff` is the HTML
+page's view of a comparison.
 
 Evaluations are matched by :attr:`EvaluationRecord.key` (test id and index of the evaluation in the test),
 questions within a matched pair by meaning, always within one dimension: first the same id with the same
@@ -11,7 +13,7 @@ a regression or a fix. What is left over was asked in one run only and is listed
 A dimension's score change is tested for significance (:mod:`pytest_bineval.gate_stats`) on the pairs matched
 by text (the slightly edited ones are left out).
 
-What judged each run (:class:`~pytest_bineval.record.JudgedBy`: judge model, judge prompt, prompts version,
+What judged each run (:class:`~pytest_bineval.report.record.JudgedBy`: judge model, judge prompt, prompts version,
 checklists) is compared too: :func:`judge_differences` says how they differ, and every output says it first, as
 an answer that changed with the judge is no news about the output.
 """
@@ -19,23 +21,168 @@ an answer that changed with the judge is no news about the output.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from typing import Literal
 
-from .gate_stats import DEFAULT_ALPHA, dimension_test
-from .kinds import FailOn
-from .models import Answer, Verdict
-from .record import (
-    CHANGE_KINDS,
-    ChangeKind,
-    EvaluationDiff,
-    EvaluationRecord,
-    EvaluationRef,
-    JudgedBy,
-    QuestionChange,
-    QuestionRef,
-    RegressionReport,
-    ScoreChange,
-)
+from pydantic import BaseModel, Field
+
+from ..gate_stats import DEFAULT_ALPHA, dimension_test
+from ..kinds import FailOn
+from ..models import Answer, Verdict
+from .record import EvaluationRecord, JudgedBy, Location, Outcome
+
+ChangeKind = Literal["regression", "unstable flip", "fix", "judge error", "recovered"]
+CHANGE_KINDS: tuple[ChangeKind, ...] = ("regression", "unstable flip", "judge error", "fix", "recovered")
+
+
+class QuestionRef(BaseModel):
+    """A question asked in one of the two compared runs only (the checklist changed)."""
+
+    id: str
+    dimension: str
+    text: str
+
+
+class QuestionChange(BaseModel):
+    """A question whose answer differs from the baseline's.
+
+    ``regression``: yes -> no; ``unstable flip``: yes <-> no of a question whose repeats disagree in either run
+    (reported apart, not a regression); ``fix``: no -> yes; ``judge error``: an answer became a judge error;
+    ``recovered``: a judge error became an answer.
+    """
+
+    kind: ChangeKind
+    question_id: str
+    dimension: str
+    question: str
+    before: Answer
+    after: Answer
+    explanation: str = Field(default="", description="this run's explanation, or the judge error's cause")
+    baseline_explanation: str | None = Field(default=None, description="the baseline's, when it has one")
+    repeats: list[Answer] = Field(default_factory=list, description="this run's answers, when asked more than once")
+    baseline_repeats: list[Answer] = Field(default_factory=list)
+    edited_from: str | None = Field(default=None, description="the baseline's text of a question matched by id after a "
+                                    "small edit: such a change is shown apart and kept out of the gate")
+
+
+class ScoreChange(BaseModel):
+    """One dimension's score in the baseline and in this run."""
+
+    name: str
+    before: float | None
+    after: float | None
+    delta: float | None = Field(description="after - before; None when either has no score")
+    threshold: float
+    p_value: float | None = Field(default=None, description="exact test of the paired answers (stat_test)")
+    stat_test: str = Field(default="", description="mcnemar (paired answers), fisher (answer counts, with repeats) "
+                           "or none (no question answered in both runs)")
+    regressed: bool = Field(default=False, description="the score fell beyond the tolerance and p_value < alpha")
+
+
+class EvaluationDiff(BaseModel):
+    """One evaluation (same :attr:`EvaluationRecord.key`) in the baseline and in this run."""
+
+    key: str
+    test: str
+    index: int = 0
+    location: Location | None = None
+    outcome: Outcome
+    baseline_outcome: Outcome
+    output_changed: bool = Field(description="the output under test differs from the baseline's (digest)")
+    changes: list[QuestionChange] = Field(default_factory=list)
+    scores: list[ScoreChange] = Field(default_factory=list)
+    questions_added: list[QuestionRef] = Field(default_factory=list)
+    questions_removed: list[QuestionRef] = Field(default_factory=list)
+    matched_by_text: int = Field(default=0, description="questions matched by their text (the id changed)")
+    matched_by_id: int = Field(default=0, description="questions matched by their id after a small edit of the text")
+    replaced: int = Field(default=0, description="ids asked in both runs with texts too different to compare: "
+                          "counted in questions_added and questions_removed")
+    unchanged: int = Field(default=0, description="matched questions with the baseline's answer")
+
+
+class EvaluationRef(BaseModel):
+    """An evaluation found in one of the two compared runs only."""
+
+    key: str
+    test: str
+    index: int = 0
+    outcome: Outcome
+    location: Location | None = None
+
+
+class RegressionReport(BaseModel):
+    """This run compared with a baseline report (``--bineval-baseline``), per evaluation and per question."""
+
+    baseline: str = Field(description="the baseline report file, as given")
+    baseline_created: str = ""
+    baseline_generator: str = ""
+    tolerance: float = Field(default=0.0, description="score drops up to this much are not counted")
+    alpha: float = Field(default=0.05, description="significance level of a dimension's drop (--bineval-alpha)")
+    fail_on: FailOn = Field(default="significant", description="what --bineval-fail-on-regression acts on: significant "
+                         "(dimensions regressed beyond noise) or any (any regression flip or score drop)")
+    compared: list[EvaluationDiff] = Field(default_factory=list)
+    added: list[EvaluationRef] = Field(default_factory=list, description="evaluations the baseline does not have")
+    removed: list[EvaluationRef] = Field(default_factory=list, description="baseline evaluations of tests that ran "
+                                         "this run without making them")
+    not_run: list[EvaluationRef] = Field(default_factory=list, description="baseline evaluations of tests this run did "
+                                         "not run (deselected, another subset, skipped or deleted)")
+    judged_differently: list[str] = Field(default_factory=list, description="how what judged the baseline differs "
+                                          "from what judged this run (judge model, judge prompt, prompts version, "
+                                          "checklists): said before anything else")
+    failed: bool = Field(default=False, description="--bineval-fail-on-regression failed the session")
+    gate_option: str = Field(default="--bineval-fail-on-regression", description="the option that set the gate, "
+                             "as the gate's text names it: --bineval-fail-on-regression (a pytest run) or bineval "
+                             "report --fail-on-regression (the gate of a report file)")
+
+    def changes(self, kind: ChangeKind) -> list[tuple[EvaluationDiff, QuestionChange]]:
+        """The changes of ``kind``, except those of slightly edited questions (:meth:`edited_changes`)."""
+        return [(d, c) for d in self.compared for c in d.changes if c.kind == kind and c.edited_from is None]
+
+    def edited_changes(self) -> list[tuple[EvaluationDiff, QuestionChange]]:
+        """Answers that changed on questions matched by id after a small edit: shown apart, not gated."""
+        return [(d, c) for d in self.compared for c in d.changes if c.edited_from is not None]
+
+    def regressed(self) -> list[tuple[EvaluationDiff, ScoreChange]]:
+        """Dimensions whose drop is beyond the tolerance and significant at alpha (REGRESSED)."""
+        return [(d, s) for d, s in self.score_drops() if s.regressed]
+
+    def score_drops(self) -> list[tuple[EvaluationDiff, ScoreChange]]:
+        """Dimension scores that fell by more than the tolerance."""
+        return [(d, s) for d in self.compared for s in d.scores
+                if s.delta is not None and s.delta < -self.tolerance - 1e-9]
+
+    def questions_unmatched(self) -> int:
+        """Questions of compared evaluations found in one run only (by id or text)."""
+        return sum(len(d.questions_added) + len(d.questions_removed) for d in self.compared)
+
+    def fail_reason(self) -> str | None:
+        """Why the gate (``--bineval-fail-on-regression``, or ``bineval report --fail-on-regression``: the
+        :attr:`gate_option` named at the end) fails this run, or None: :meth:`gate_text` and the option."""
+        text = self.gate_text()
+        if text is None:
+            return None
+        return f"{text} ({self.gate_option}{'=any' if self.fail_on == 'any' else ''})"
+
+    def gate_text(self) -> str | None:
+        """What the gate fails this run for, without the option, or None: significant regressions of dimensions,
+        or with ``fail_on="any"`` any regression flip or score drop beyond the tolerance."""
+        if self.fail_on != "any":
+            n = len(self.regressed())
+            if not n:
+                return None
+            return (f"{n} dimension{'s' if n != 1 else ''} regressed significantly (p < {self.alpha:g}) vs baseline "
+                    f"{self.baseline}")
+        parts = []
+        if n := len(self.changes("regression")):
+            parts.append(f"{n} regression{'s' if n != 1 else ''}")
+        if n := len(self.score_drops()):
+            parts.append(f"{n} score drop{'s' if n != 1 else ''} beyond tolerance {self.tolerance:.2f}")
+        if not parts:
+            return None
+        return f"{' and '.join(parts)} vs baseline {self.baseline}"
+
+
 
 Pair = tuple[Verdict, Verdict]
 
@@ -220,3 +367,54 @@ def diff_runs(before: Sequence[EvaluationRecord], after: Sequence[EvaluationReco
         removed=[_eref(old[k]) for k in missing if k not in not_run],
         not_run=[_eref(old[k]) for k in not_run],
     )
+
+
+# -- the HTML page's view of a comparison ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaselineDiff:
+    """The page's view of a :class:`RegressionReport` (this run against a baseline,
+    made by :func:`diff_runs`): its changes by (record key, question id)."""
+
+    report: RegressionReport
+    changes: dict[tuple[str, str], QuestionChange] = field(default_factory=dict)
+    scores: dict[tuple[str, str], float | None] = field(default_factory=dict)  # (key, dimension) -> old score
+    drops: frozenset[tuple[str, str]] = frozenset()  # (key, dimension): fell by more than the tolerance
+
+    @classmethod
+    def of(cls, report: RegressionReport) -> BaselineDiff:
+        return cls(report=report,
+                   changes={(d.key, c.question_id): c for d in report.compared for c in d.changes},
+                   scores={(d.key, s.name): s.before for d in report.compared for s in d.scores},
+                   drops=frozenset((d.key, s.name) for d, s in report.score_drops()))
+
+    @property
+    def label(self) -> str:
+        return self.report.baseline or "the baseline"
+
+    @property
+    def created(self) -> str:
+        return self.report.baseline_created
+
+    @property
+    def new_keys(self) -> frozenset[str]:
+        """Evaluations the baseline does not have."""
+        return frozenset(r.key for r in self.report.added)
+
+    @property
+    def removed_keys(self) -> tuple[str, ...]:
+        """Evaluations only the baseline has."""
+        return tuple(r.key for r in self.report.removed)
+
+    @property
+    def compared(self) -> int:
+        """Questions asked in both runs (matched by id and text)."""
+        return sum(d.unchanged + len(d.changes) for d in self.report.compared)
+
+    def of_kind(self, kind: ChangeKind) -> list[QuestionChange]:
+        return [c for _, c in self.report.changes(kind)]
+
+    @property
+    def tolerance(self) -> str:
+        return f"{self.report.tolerance:.2f}"

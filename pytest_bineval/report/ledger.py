@@ -3,10 +3,10 @@
 A pytest-xdist worker sends its ledger to the controller (``workeroutput``, :meth:`RunLedger.dumps` /
 :meth:`RunLedger.loads`), which merges it into its own; the same merge combines the ledgers of separate runs
 (the shards of a suite: :meth:`RunLedger.of_document` reads a ledger back from a finished report, and
-:meth:`RunLedger.document` is the one way a ledger becomes a :class:`~pytest_bineval.record.ReportDocument`, for
-a run and for ``bineval report merge`` alike). Merging is driven by the fields: a list is extended, a set united,
-a count and a usage added. A new counter is one new field here, and nothing else changes: the payload, the merge
-and the round-trip all follow the field list.
+:meth:`RunLedger.document` is the one way a ledger becomes a
+:class:`~pytest_bineval.report.document.ReportDocument`, for a run and for ``bineval report merge`` alike).
+Merging is driven by the fields: a list is extended, a set united, a count and a usage added. A new counter is one
+new field here, and nothing else changes: the payload, the merge and the round-trip all follow the field list.
 """
 
 from __future__ import annotations
@@ -18,22 +18,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .models import ConfirmCost, Usage
-from .record import (
-    ChecklistGeneration,
-    ConfirmationSummary,
-    EvaluationRecord,
-    JudgedBy,
-    OptimizeOutcome,
-    PinAction,
-    RegressionReport,
-    ReportDocument,
-    ReportSettings,
-    Totals,
-    UnscoredTest,
-    UnstableQuestion,
-    pin_key,
-)
+from ..models import ConfirmCost, Usage
+from .comparison import RegressionReport
+from .document import ChecklistGeneration, OptimizeOutcome, PinAction, ReportDocument, ReportSettings, Totals
+from .record import ConfirmationSummary, EvaluationRecord, JudgedBy, UnscoredTest, UnstableQuestion, pin_key
 
 
 def _models(kind: type[BaseModel]) -> Any:
@@ -110,7 +98,7 @@ class RunLedger:
         """The ledger a finished report holds (what merging the reports of shards starts from).
 
         A report keeps the counts of its pin entries, not the entries: here they are the records' checklists (one
-        entry per test function and task, :func:`~pytest_bineval.record.pin_key`), so that a checklist two shards
+        entry per test function and task, :func:`~pytest_bineval.report.record.pin_key`), so that a checklist two shards
         share counts once, as in one run."""
         t, records = document.totals, document.evaluations
         usage = Usage(llm_calls=t.llm_calls, failed_requests=t.failed_requests, cache_hits=t.cache_hits,
