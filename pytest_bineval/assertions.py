@@ -207,7 +207,12 @@ async def _aassert(req: AssertionRequest) -> Evaluation:
     __tracebackhide__ = True
     ctx = req.ctx
     if ctx is not None:
-        return await _ajudge(req, ctx.service.engine)
+        engine = ctx.service.engine
+        if engine.batch is not None and engine.batch.collecting:  # a first pass of --bineval-batch: nothing raised
+            from .batch.collect import collected
+
+            return await collected(req, _ajudge, engine)
+        return await _ajudge(req, engine)
     from .engine import Engine
     from .settings import Settings
 

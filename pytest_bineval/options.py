@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from .batch.options import BATCH_SPECS, DEFAULT_TIMEOUT, BatchFailures, check_batch
 from .errors import UsageError
 from .kinds import FAIL_ON, GATES, FailOn, Gate, PinUpdate
 from .settings import SETTING_SPECS, OptionSpec, Settings, choice, number_in
@@ -41,6 +42,9 @@ class Options:
     alpha: float = 0.05  # --bineval-alpha: significance level of a dimension's drop against the baseline
     gate: Gate = "mean"
     github: str = "auto"  # auto (GITHUB_ACTIONS=true), on, off
+    batch: bool = False  # --bineval-batch (pytest_bineval.batch)
+    batch_timeout: float = DEFAULT_TIMEOUT
+    batch_failures: BatchFailures = "direct"
 
 
 def parse_threshold(text: str) -> float | dict[str, float]:
@@ -140,7 +144,7 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("github", "github", "GitHub Actions job summary and annotations: auto (when GITHUB_ACTIONS=true), "
                "on, off", choice(GITHUB_MODES), "MODE", "auto"),
 )
-SPECS: tuple[OptionSpec, ...] = (*SETTING_SPECS, *PLUGIN_SPECS)
+SPECS: tuple[OptionSpec, ...] = (*SETTING_SPECS, *PLUGIN_SPECS, *BATCH_SPECS)
 
 
 # A valued option's ini key takes a string everywhere, and in pytest 9's native ``[tool.pytest]`` TOML table also an
@@ -191,8 +195,9 @@ def read_options(config: pytest.Config) -> Options:
         if value is not None:
             values[spec.attr] = value
     setting_names = {f.name for f in fields(Settings)}
-    try:  # settings that do not combine (confirm and repeats)
+    try:  # settings that do not combine (confirm and repeats; the batch and the cache mode)
         settings = Settings(**{k: v for k, v in values.items() if k in setting_names})
+        check_batch(bool(values.get("batch")), settings.cache)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     return Options(settings=settings, **{k: v for k, v in values.items() if k not in setting_names})

@@ -65,6 +65,42 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(runner, "bineval-optimize")
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """--bineval-batch: the provider's batch API is checked before anything runs (before pytest-xdist's workers)."""
+    config = session.config
+    options = config.stash.get(OPTIONS, None)
+    if options is None or not options.batch or _is_worker(config) or config.option.collectonly:
+        return
+    from .batch.passes import check_batch_api
+
+    try:
+        check_batch_api(_service(config).engine)
+    except BinevalError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
+    """--bineval-batch: the first passes and their batches come before the run's own loop (:mod:`.batch.passes`)."""
+    config = session.config
+    options = config.stash.get(OPTIONS, None)
+    batch = None
+    if options is not None and options.batch and not config.option.collectonly:
+        from .batch.passes import start
+
+        def show(line: str) -> None:
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(line)
+
+        batch = start(session, _service(config), options, show)
+    try:
+        return (yield)
+    finally:
+        if batch is not None:
+            batch.finish(_service(config))
+
+
 def _service(config: pytest.Config) -> BinevalService:
     """The session's service (one engine), made on first use."""
     service = config.stash.get(SERVICE, None)

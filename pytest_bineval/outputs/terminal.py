@@ -162,6 +162,8 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
             lines.append((f"    {rec.key} [{v.dimension}] {one_line(v.question)}: {answer_text(v)}", {}))
     cost = cost_text(tot.cost_usd, tot.unpriced_requests)
     failed = f" ({tot.failed_requests} failed)" if tot.failed_requests else ""
+    if tot.batch_requests:  # --bineval-batch
+        failed += f" ({tot.batch_requests} through a batch API, at its batch price)"
     lines.append((
         f"evaluations: {tot.evaluations} ({tot.passed} passed, {tot.failed} below threshold, "
         f"{tot.errors} judge error), questions: {tot.questions}, judge errors: {tot.judge_errors}, "

@@ -24,6 +24,7 @@ from ..gate_stats import DEFAULT_ALPHA
 from ..kinds import FailOn, Gate
 from ..models import Question, Usage, Verdict
 from ..redaction import redact_obj
+from .batch import BatchSummary
 from .comparison import RegressionReport, diff_runs
 from .record import (
     ConfirmationSummary,
@@ -69,6 +70,8 @@ class Totals(BaseModel):
     unpriced_requests: int = Field(default=0, description="replies whose cost is unknown (not in cost_usd)")
     estimated_requests: int = Field(default=0, description="streamed replies closed after the answer (or without a "
                                                            "usage report): their tokens are estimated")
+    batch_requests: int = Field(default=0, description="of the requests, those sent through a provider's batch API "
+                                                       "(--bineval-batch), at its batch price")
     structured_output: dict[str, str] = Field(
         default_factory=dict, description="models whose provider rejected json_schema -> the form used instead")
     below_cache_minimum: dict[str, int] = Field(
@@ -118,6 +121,7 @@ class Totals(BaseModel):
             cost_usd=usage.cost_usd,
             unpriced_requests=usage.unpriced_requests,
             estimated_requests=usage.estimated_requests,
+            batch_requests=usage.batch_requests,
             structured_output=dict(usage.structured_output),
             below_cache_minimum=dict(usage.below_cache_minimum),
             not_streamed=dict(usage.not_streamed),
@@ -236,6 +240,9 @@ class ReportDocument(BaseModel):
                                   "pin entry created, rewritten, listed (a test added) or kept because edited by hand")
     confirmation: ConfirmationSummary | None = Field(
         default=None, description="--bineval-confirm: what it re-asked and cost (its requests are in the totals)")
+    batch: BatchSummary | None = Field(
+        default=None, description="--bineval-batch: what was sent through the provider's batch API and what it cost "
+                                  "(its requests are in the totals)")
 
     def compared_with(self, diff: RegressionReport) -> ReportDocument:
         """This document holding ``diff`` (this run against a baseline) as its comparison, its totals counting it."""

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..models import ConfirmCost, Usage
+from .batch import BatchSummary
 from .comparison import RegressionReport
 from .document import ChecklistGeneration, OptimizeOutcome, PinAction, ReportDocument, ReportSettings, Totals
 from .record import ConfirmationSummary, EvaluationRecord, JudgedBy, UnscoredTest, UnstableQuestion, pin_key
@@ -54,6 +55,7 @@ class RunLedger:
     marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds
     dimensions_defined: set[str] = field(default_factory=set)  # named by the markers of every collected test
     notes: list[str] = field(default_factory=list)  # problems met, shown at the end of the run
+    batch: BatchSummary = field(default_factory=BatchSummary)  # what --bineval-batch did (pytest_bineval.batch)
 
     def merge(self, other: RunLedger) -> RunLedger:
         """Add ``other`` into this ledger (in place; returned for chaining)."""
@@ -91,7 +93,8 @@ class RunLedger:
                               pins=sorted(set(self.pin_actions), key=lambda a: (a.path, a.dimensions, a.task,
                                                                                 a.action, a.why, a.test)),
                               confirmation=None if confirm is None else ConfirmationSummary.of(
-                                  *confirm, self.confirm_cost, self.records))
+                                  *confirm, self.confirm_cost, self.records),
+                              batch=self.batch if self.batch.used else None)
 
     @classmethod
     def of_document(cls, document: ReportDocument) -> RunLedger:
@@ -106,7 +109,7 @@ class RunLedger:
                       unpriced_requests=t.unpriced_requests, structured_output=dict(t.structured_output),
                       cached_prompt_tokens=t.cached_prompt_tokens, cache_write_tokens=t.cache_write_tokens,
                       below_cache_minimum=dict(t.below_cache_minimum), estimated_requests=t.estimated_requests,
-                      not_streamed=dict(t.not_streamed))
+                      not_streamed=dict(t.not_streamed), batch_requests=t.batch_requests)
         return cls(
             records=list(records), usage=usage, checklist_usage=document.checklists.usage,
             checklists_generated=document.checklists.generated,
@@ -117,6 +120,7 @@ class RunLedger:
             rerun_evaluations=t.rerun_evaluations, budget_refused=t.budget_refused,
             dimensions_checked={d.name for r in records for d in r.dimensions},
             notes=list(document.notes), pin_actions=list(document.pins), confirm_cost=_confirm_cost(document),
+            batch=document.batch or BatchSummary(),
         )
 
     def to_json(self) -> dict[str, Any]:
