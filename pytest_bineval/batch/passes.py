@@ -225,7 +225,7 @@ class ProgressWatcher:
         self.stop()
 
     def _watch(self) -> None:
-        from .runner import duration_text
+        from ..outputs.batch import progress_line
 
         last = ""
         while not self._stop.wait(self.every):
@@ -234,15 +234,13 @@ class ProgressWatcher:
             except BinevalError:
                 continue
             ours = [e for e in data.batches.values() if e.submitted >= self.since - 1 or e.state == "pending"]
+            for e in ours:  # a fetched batch's counts are its replies and failures
+                e.completed, e.failed = (e.completed, e.failed) if e.state == "pending" else (len(e.keys) - len(
+                    e.failures), len(e.failures))
             if not ours:
                 continue
-            total = sum(len(e.keys) for e in ours)
-            done = sum(e.completed for e in ours)
-            failed = sum(e.failed for e in ours)
-            finished = sum(e.state == "fetched" for e in ours)
-            line = (f"bineval batch: {len(ours)} batch(es), {finished} finished; {total} requests: submitted {total}, "
-                    f"in progress {max(0, total - done - failed)}, done {done}, failed {failed} "
-                    f"({duration_text(time.time() - self.since)})")
+            line = progress_line(len(ours), sum(e.state == "fetched" for e in ours), sum(len(e.keys) for e in ours),
+                                 sum(e.completed for e in ours), sum(e.failed for e in ours), time.time() - self.since)
             if line != last and not self._stop.is_set():
                 self.show(line)
                 last = line

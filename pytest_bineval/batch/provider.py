@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,6 +96,14 @@ def _credentials(endpoint: Endpoint, extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _litellm() -> Any:
+    """litellm, with the deprecation warnings of its own batch cost logging (pydantic attributes read in its
+    threads, after the call returned) silenced: they are litellm's, not the user's."""
+    litellm = import_litellm()
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"litellm(\.|$)")
+    return litellm
+
+
 def describe(exc: BaseException, endpoint: Endpoint, secrets: Sequence[str] = ()) -> str:
     """A failed batch call in one line: who answered what (no traceback, no secret)."""
     refused = connection_failure(exc, endpoint.api_base)
@@ -131,7 +140,7 @@ class BatchAPI:
         why = unsupported(self.endpoint.provider)
         if why is not None:
             raise BatchUnavailable(f"--bineval-batch: {why}")
-        litellm = import_litellm()
+        litellm = _litellm()
         try:
             await litellm.alist_batches(limit=1, **self._kwargs())
         except Exception as exc:
@@ -149,7 +158,7 @@ class BatchAPI:
 
     async def submit(self, lines: list[dict[str, Any]], metadata: dict[str, str]) -> tuple[str, str]:
         """Upload ``lines`` (JSONL) and create a batch of them: (batch id, input file id)."""
-        litellm = import_litellm()
+        litellm = _litellm()
         data = "\n".join(json.dumps(line, ensure_ascii=False) for line in lines).encode("utf-8", "surrogatepass")
         uploaded = await litellm.acreate_file(file=("bineval-batch.jsonl", data), purpose="batch", **self._kwargs())
         created = await litellm.acreate_batch(completion_window="24h", endpoint=ENDPOINT,
@@ -157,8 +166,10 @@ class BatchAPI:
         return str(created.id), str(uploaded.id)
 
     async def retrieve(self, batch_id: str) -> BatchStatus:
-        litellm = import_litellm()
-        batch = await litellm.aretrieve_batch(batch_id=batch_id, **self._kwargs())
+        litellm = _litellm()
+        # without litellm's own cost logging of a finished batch (it downloads the output file at every poll)
+        batch = await litellm.aretrieve_batch(batch_id=batch_id, **self._kwargs(),
+                                              litellm_metadata={"batch_ignore_default_logging": True})
         counts = get(batch, "request_counts")
         errors = get(get(batch, "errors"), "data") or []
         return BatchStatus(
@@ -168,13 +179,13 @@ class BatchAPI:
             errors=[str(get(e, "message") or get(e, "code") or e) for e in errors])
 
     async def content(self, file_id: str) -> bytes:
-        litellm = import_litellm()
+        litellm = _litellm()
         reply = await litellm.afile_content(file_id=file_id, **self._kwargs())
         data = getattr(reply, "content", reply)
         return data if isinstance(data, bytes) else str(data).encode("utf-8")
 
     async def cancel(self, batch_id: str) -> str:
-        litellm = import_litellm()
+        litellm = _litellm()
         batch = await litellm.acancel_batch(batch_id=batch_id, **self._kwargs())
         return str(get(batch, "status") or "unknown")
 

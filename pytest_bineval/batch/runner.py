@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BinevalError
 from ..models import Usage
+from ..outputs.batch import duration_text, progress_line
 from ..report.batch import BatchSummary
 from .options import BatchOptions
 from .provider import BatchAPI, BatchStatus, Endpoint, batch_line, chunks, describe, estimate, read_results, reply_usage
@@ -36,7 +37,7 @@ from .seam import BatchSeam, Group, Recorded, Stored
 if TYPE_CHECKING:
     from ..engine import Engine
 
-__all__ = ["MAX_ROUNDS", "BatchError", "BatchRunner", "BatchTimeout", "default_run_id", "duration_text"]
+__all__ = ["MAX_ROUNDS", "BatchError", "BatchRunner", "BatchTimeout", "default_run_id"]
 
 MAX_ROUNDS = 16  # first passes: a checklist's requirements, its questions, the verdicts, explanations, re-asks ...
 SHOW_EVERY = 600.0  # seconds between progress lines when nothing changes
@@ -52,13 +53,6 @@ class BatchTimeout(BatchError):
 
 def default_run_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{int(time.time())}"
-
-
-def duration_text(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
 @dataclass
@@ -241,6 +235,9 @@ class BatchRunner:
                                              f"({describe(exc, api.endpoint, api.secrets)}); it stays written down: "
                                              "run again to resume waiting") from None
                         continue
+                    if entry is not None and (entry.status, entry.completed, entry.failed) != (
+                            status.status, status.completed, status.failed):
+                        self._note(batch_id, status)  # for `bineval batch status` and pytest-xdist's controller
                     waiting.statuses[batch_id] = status
                     if status.finished:
                         self._take(await self._fetch(batch_id))
@@ -269,13 +266,14 @@ class BatchRunner:
 
     def _progress(self, waiting: _Waiting) -> str:
         statuses = list(waiting.statuses.values())
-        total = sum(s.total for s in statuses)
-        done = sum(s.completed for s in statuses)
-        failed = sum(s.failed for s in statuses)
-        finished = sum(s.finished for s in statuses)
-        return (f"bineval batch: {len(statuses)} batch(es), {finished} finished; {total} requests: submitted {total}, "
-                f"in progress {max(0, total - done - failed)}, done {done}, failed {failed} "
-                f"({duration_text(self.elapsed())})")
+        return progress_line(len(statuses), sum(s.finished for s in statuses), sum(s.total for s in statuses),
+                             sum(s.completed for s in statuses), sum(s.failed for s in statuses), self.elapsed())
+
+    def _note(self, batch_id: str, status: BatchStatus) -> None:
+        with self.registry.edit() as data:
+            entry = data.batches.get(batch_id)
+            if entry is not None and entry.state == "pending":
+                entry.status, entry.completed, entry.failed = status.status, status.completed, status.failed
 
     async def _fetch(self, batch_id: str) -> BatchEntry:
         """Fetch a finished batch into the reply cache, once (under the record's lock: another process that finds

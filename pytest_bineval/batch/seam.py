@@ -32,6 +32,7 @@ from ..llm.client import encodable_messages
 from ..llm.local import is_embedded
 from ..llm.negotiation import format_for
 from ..llm.parsing import ReplyParts, clean_reply, reply_parts
+from ..llm.seam import Deferred
 from ..llm.transports import transport_for
 from ..models import Usage
 from .options import BatchFailures
@@ -264,7 +265,7 @@ class BatchSeam:
         if self._collecting:
             if why is None:
                 self._record(client, key, request, schema, cache_prefix)
-            raise CallError(DEFERRED, Usage())
+            raise Deferred(DEFERRED, Usage())
         if why is not None:
             if self.failures == "error":
                 with self._lock:

@@ -11,11 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from ..errors import CallError
 from ..models import Usage
 from .caching import Points
 from .parsing import ReplyParts
 
 R = TypeVar("R")
+
+
+class Deferred(CallError):
+    """A request recorded for the next batch in a first pass (nothing was sent): what waits for its reply cannot
+    go on, but what does not depend on it can (the other dimensions' questions of a checklist)."""
 
 
 class RequestSeam(Protocol):

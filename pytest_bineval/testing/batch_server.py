@@ -27,11 +27,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .faults import FaultServer, Received, Reply, Responder, _handler, error_body
 
-__all__ = ["BatchScript", "BatchServer"]
+if TYPE_CHECKING:
+    from .scripted import ScriptedModel
+
+__all__ = ["BatchScript", "BatchServer", "scripted_responder"]
 
 
 @dataclass
@@ -306,3 +309,24 @@ def _batch_handler(server: BatchServer) -> type[BaseHTTPRequestHandler]:
                 self._reply(Reply(404, error_body(f"no route {self.path}", "not_found_error")))
 
     return Handler
+
+
+def scripted_responder(fake: ScriptedModel) -> Responder:
+    """A ``respond`` that answers every chat request (direct, or a batch line) as ``fake`` would: its replies by
+    the request's schema name (checklists, verdicts, explanations ...), its rules, its counters."""
+    from .scripted import _Transport
+
+    transport = _Transport(fake)
+
+    def respond(req: Received, index: int) -> Reply:
+        del index
+        messages = list(req.body.get("messages") or [])
+        params = {k: v for k, v in req.body.items() if k not in ("model", "messages")}
+        try:
+            text, _ = fake._respond(transport.kind_of(params, messages), messages, params)
+        except Exception as exc:
+            status = getattr(exc, "status_code", 500)
+            return Reply(status if isinstance(status, int) else 500, error_body(str(exc)))
+        return Reply(200, transport.build(text, messages, params))
+
+    return respond
