@@ -480,6 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
                    default=120.0, help="seconds to wait for the server to answer before giving up (default 120)")
     p.set_defaults(func=cmd_serve)
 
+    from .batch.cli import add_batch_parser
+
+    add_batch_parser(sub)
     from .bench.perf import add_perf_parser
     from .bench.qworld_measure import add_qworld_parser
     from .bench.scale import add_scale_parser

@@ -293,6 +293,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if _is_worker(config):  # pytest-xdist: the controller merges what workers send
         if service is not None:
             config.workeroutput["bineval"] = service.worker_payload()  # type: ignore[attr-defined]
+            service.close()  # now: a worker may be ended before its unconfigure (the cache's writes must be merged)
         return
     if options is None or (service is None and not (options.report or options.html)):
         return  # nothing ran through pytest-bineval (--collect-only) and no report file was asked for

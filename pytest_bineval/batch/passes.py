@@ -29,10 +29,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..errors import BinevalError, UsageError
-from ..llm.cache import ResponseCache
 from ..report.batch import BatchSummary
 from .options import BatchOptions
-from .seam import BatchSeam, group_of, in_process
+from .seam import BatchSeam, first_pass_of, group_of, in_process
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -41,28 +40,6 @@ if TYPE_CHECKING:
     from .runner import BatchRunner
 
 __all__ = ["BatchPasses", "ProgressWatcher", "before_final_pass", "check_batch_api", "start"]
-
-
-class FirstPassCache(ResponseCache):
-    """The reply cache as a first pass sees it: read, never written (the final pass writes what it derives)."""
-
-    def __init__(self, inner: ResponseCache) -> None:  # no store of its own: every read goes to ``inner``
-        self.inner = inner
-        self.mode = inner.mode
-        self.ttl = inner.ttl
-
-    @property
-    def writes(self) -> bool:
-        return False
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self.inner.get(key)
-
-    def set(self, key: str, value: dict[str, Any]) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
 
 @dataclass
@@ -76,48 +53,44 @@ class _Saved:
     attempts: dict[str, int] = field(default_factory=dict)
     options: Any = None
     on_record: Any = None
-    cache: ResponseCache | None = None
-    usage: tuple[Any, ...] = ()
     properties: list[list[tuple[str, object]]] = field(default_factory=list)
 
     @classmethod
     def take(cls, service: BinevalService, items: list[pytest.Item]) -> _Saved:
-        engine = service.engine
         return cls(service, items, ledger=copy.deepcopy(service.ledger),
                    memo=dict(service._memo),  # the checklists memo (a first pass's checklists are not kept)
                    attempts=dict(service.attempts), options=service.options, on_record=service.on_record,
-                   cache=engine.cache,
-                   usage=(engine.usage, engine.checklist_usage, engine.confirm_cost, engine.budget_refused),
                    properties=[list(item.user_properties) for item in items])
 
     def restore(self) -> None:
-        service, engine = self.service, self.service.engine
+        service = self.service
         service.ledger, service.attempts = self.ledger, self.attempts
         service._memo = self.memo
         service.options, service.on_record = self.options, self.on_record
-        engine.cache = self.cache
-        engine.usage, engine.checklist_usage, engine.confirm_cost, engine.budget_refused = self.usage
         for item, properties in zip(self.items, self.properties, strict=True):
             item.user_properties[:] = properties
 
 
-def first_pass(service: BinevalService, items: list[pytest.Item]) -> None:
-    """Run ``items``' protocols once, collecting (see the module); nothing of it stays."""
+def first_pass(service: BinevalService, seam: BatchSeam, items: list[pytest.Item]) -> list[pytest.Item]:
+    """Run ``items``' protocols once, collecting (see the module); nothing of it stays. Returns the items that
+    met a request no reply answered yet (the others are complete: a later first pass need not run them)."""
     from _pytest.runner import runtestprotocol
 
     saved = _Saved.take(service, items)
-    engine = service.engine
-    if engine.cache is not None:
-        engine.cache = FirstPassCache(engine.cache)
     service.options = dataclasses.replace(service.options, update_checklists=None)  # no pin is written
     service.on_record = None
+    waiting: list[pytest.Item] = []
     try:
-        with warnings.catch_warnings():
+        with first_pass_of(service.engine), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for i, item in enumerate(items):
+                before = seam.deferrals
                 runtestprotocol(item, log=False, nextitem=items[i + 1] if i + 1 < len(items) else None)
+                if seam.deferrals != before:
+                    waiting.append(item)
     finally:
         saved.restore()
+    return waiting
 
 
 def check_batch_api(engine: Engine) -> None:
@@ -184,8 +157,12 @@ def before_final_pass(session: pytest.Session, service: BinevalService, options:
                          BatchOptions(options.batch_timeout, options.batch_failures), run_id=run_id or None,
                          show=show)
     passes = BatchPasses(seam, runner)
+
+    def collect() -> None:  # each round runs the tests that were waiting for a reply in the last one
+        items[:] = first_pass(service, seam, items)
+
     try:
-        runner.run(lambda: first_pass(service, items))
+        runner.run(collect)
         if workerinput is not None and run_id:
             runner.meet(run_id, str(workerinput.get("workerid")), count)
     except (BatchError, UsageError) as exc:
@@ -209,7 +186,7 @@ class ProgressWatcher:
         self.registry = registry_for(s.cache_dir, s.cache_url, s.cache_prefix)
         self.show = show
         self.every = every
-        self.since = time.time()
+        self.since = service.started_ns / 1e9  # batches submitted since this session started are its own
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="bineval-batch-progress", daemon=True)
 

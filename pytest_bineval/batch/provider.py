@@ -15,6 +15,7 @@ failed is not billed by the provider: it counts as a failed request, at no cost.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import warnings
@@ -116,7 +117,9 @@ def describe(exc: BaseException, endpoint: Endpoint, secrets: Sequence[str] = ()
 
 
 class BatchAPI:
-    """The batch calls of one :class:`Endpoint` (``extra``: the settings' extra parameters, for credentials)."""
+    """The batch calls of one :class:`Endpoint` (``extra``: the settings' extra parameters, for credentials).
+    litellm's synchronous calls, each in a thread: its asynchronous ones leave SDK clients bound to an event loop
+    that a later one finds closed."""
 
     def __init__(self, endpoint: Endpoint, extra: dict[str, Any] | None = None, *, timeout: float = 120.0) -> None:
         self.endpoint = endpoint
@@ -142,7 +145,7 @@ class BatchAPI:
             raise BatchUnavailable(f"--bineval-batch: {why}")
         litellm = _litellm()
         try:
-            await litellm.alist_batches(limit=1, **self._kwargs())
+            await asyncio.to_thread(litellm.list_batches, limit=1, **self._kwargs())
         except Exception as exc:
             status = status_of(exc)
             what = describe(exc, self.endpoint, self.secrets)
@@ -160,16 +163,17 @@ class BatchAPI:
         """Upload ``lines`` (JSONL) and create a batch of them: (batch id, input file id)."""
         litellm = _litellm()
         data = "\n".join(json.dumps(line, ensure_ascii=False) for line in lines).encode("utf-8", "surrogatepass")
-        uploaded = await litellm.acreate_file(file=("bineval-batch.jsonl", data), purpose="batch", **self._kwargs())
-        created = await litellm.acreate_batch(completion_window="24h", endpoint=ENDPOINT,
-                                              input_file_id=uploaded.id, metadata=metadata, **self._kwargs())
+        uploaded = await asyncio.to_thread(litellm.create_file, file=("bineval-batch.jsonl", data), purpose="batch",
+                                           **self._kwargs())
+        created = await asyncio.to_thread(litellm.create_batch, completion_window="24h", endpoint=ENDPOINT,
+                                          input_file_id=uploaded.id, metadata=metadata, **self._kwargs())
         return str(created.id), str(uploaded.id)
 
     async def retrieve(self, batch_id: str) -> BatchStatus:
         litellm = _litellm()
         # without litellm's own cost logging of a finished batch (it downloads the output file at every poll)
-        batch = await litellm.aretrieve_batch(batch_id=batch_id, **self._kwargs(),
-                                              litellm_metadata={"batch_ignore_default_logging": True})
+        batch = await asyncio.to_thread(litellm.retrieve_batch, batch_id=batch_id, **self._kwargs(),
+                                        litellm_metadata={"batch_ignore_default_logging": True})
         counts = get(batch, "request_counts")
         errors = get(get(batch, "errors"), "data") or []
         return BatchStatus(
@@ -180,13 +184,13 @@ class BatchAPI:
 
     async def content(self, file_id: str) -> bytes:
         litellm = _litellm()
-        reply = await litellm.afile_content(file_id=file_id, **self._kwargs())
+        reply = await asyncio.to_thread(litellm.file_content, file_id=file_id, **self._kwargs())
         data = getattr(reply, "content", reply)
         return data if isinstance(data, bytes) else str(data).encode("utf-8")
 
     async def cancel(self, batch_id: str) -> str:
         litellm = _litellm()
-        batch = await litellm.acancel_batch(batch_id=batch_id, **self._kwargs())
+        batch = await asyncio.to_thread(litellm.cancel_batch, batch_id=batch_id, **self._kwargs())
         return str(get(batch, "status") or "unknown")
 
 

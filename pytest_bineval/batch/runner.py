@@ -17,6 +17,7 @@ process fetched cost (each counted once: where the final pass used it, else now)
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import time
@@ -63,6 +64,25 @@ class _Waiting:
     mine: set[str] = field(default_factory=set)
 
 
+def _schema_name(body: dict[str, object]) -> str | None:
+    fmt = body.get("response_format")
+    schema = fmt.get("json_schema") if isinstance(fmt, dict) else None
+    name = schema.get("name") if isinstance(schema, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _explained(text: str | None) -> bool:
+    """Whether a verdict's reply holds its answer and an explanation (no request follows it)."""
+    if text is None:
+        return False
+    try:
+        reply = json.loads(text)
+    except ValueError:
+        return False
+    return (isinstance(reply, dict) and str(reply.get("answer", "")).strip().lower() in ("yes", "no")
+            and bool(str(reply.get("explanation") or "").strip()))
+
+
 class BatchRunner:
     """The batch rounds of one process (see the module). ``show``: where progress lines go; ``poll``: the first
     and the longest wait between status requests (seconds)."""
@@ -95,7 +115,8 @@ class BatchRunner:
 
     # -- the rounds ----------------------------------------------------------------------------------------------
     def run(self, collect: Callable[[], None], *, rounds: int = MAX_ROUNDS) -> None:
-        """First passes and batches until a first pass records nothing (see the module)."""
+        """First passes and batches until a first pass records nothing, or the last round's replies cannot lead to
+        another request (see :meth:`last_round`)."""
         for n in range(1, rounds + 1):
             self.seam.collecting = True
             try:
@@ -108,9 +129,27 @@ class BatchRunner:
             self.summary.rounds = n
             waiting = asyncio.run(self._submit(recorded))
             asyncio.run(self._wait(waiting))
+            if self.last_round(recorded):
+                return
         self.notes.append(f"bineval: --bineval-batch stopped after {rounds} rounds of batches: the requests that "
                           "depend on the last round's replies are asked directly (does an output under test change "
                           "from one run of the test to the next?)")
+
+    def last_round(self, recorded: list[Recorded]) -> bool:
+        """Whether no request can follow the replies to ``recorded``, so that no further first pass is needed (the
+        test bodies then run twice in all): every one was a judge's verdict answered with its explanation, or an
+        explanation, and no verdict is confirmed by re-asking (--bineval-confirm). Anything else (a checklist's
+        requests, an answer without its explanation, a failed request) takes another first pass; a request the
+        rule would miss is asked directly by the final pass, and counted."""
+        if self.engine.settings.confirm:
+            return False
+        for r in recorded:
+            kind = _schema_name(r.body)
+            if kind == "explanation":
+                continue
+            if kind != "verdict" or not _explained(self.seam.reply_text(r.key)):
+                return False
+        return True
 
     def elapsed(self) -> float:
         return self._waited + (time.monotonic() - self._started if self._started is not None else 0.0)

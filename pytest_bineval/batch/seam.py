@@ -20,10 +20,11 @@ cache's own entry of it, under another kind: :func:`batch_key`):
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import CallError
 from ..llm.cache import ResponseCache, cache_key
@@ -37,7 +38,10 @@ from ..llm.transports import transport_for
 from ..models import Usage
 from .options import BatchFailures
 
-__all__ = ["DEFERRED", "BatchSeam", "Group", "Recorded", "batch_key", "in_process"]
+__all__ = ["DEFERRED", "BatchSeam", "FirstPassCache", "Group", "Recorded", "batch_key", "first_pass_of", "in_process"]
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 R = TypeVar("R")
 
@@ -169,6 +173,7 @@ class BatchSeam:
     counted: set[str] = field(default_factory=set)  # replies of this process counted in the final pass
     counts: SeamCounts = field(default_factory=SeamCounts)
     rewrite_pins: bool = False  # --bineval-update-checklists=all: a first pass writes every checklist anew
+    deferrals: int = 0  # requests a first pass could not answer (recorded, or waiting for one recorded already)
     _collecting: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -210,6 +215,16 @@ class BatchSeam:
                 else:
                     judging = judging + stored.usage
         return judging, checklists, n
+
+    def reply_text(self, key: str) -> str | None:
+        """The text of the reply kept for the request of ``key`` (None: none, or no text)."""
+        stored = self._stored(key)
+        if stored is None:
+            return None
+        try:
+            return reply_parts(stored.response).content
+        except ValueError:
+            return None
 
     def has_reply(self, key: str) -> bool:
         """Whether a reply to the request of ``key`` is kept here or in the reply cache."""
@@ -265,6 +280,8 @@ class BatchSeam:
         if self._collecting:
             if why is None:
                 self._record(client, key, request, schema, cache_prefix)
+            with self._lock:
+                self.deferrals += 1
             raise Deferred(DEFERRED, Usage())
         if why is not None:
             if self.failures == "error":
@@ -292,3 +309,42 @@ class BatchSeam:
 
 def _writes_checklist(schema: tuple[str, dict[str, Any]] | None) -> bool:
     return schema is not None and schema[0] not in JUDGE_SCHEMAS
+
+
+class FirstPassCache(ResponseCache):
+    """The reply cache as a first pass sees it: read, never written (the final pass writes what it derives, and
+    uses, and so counts, the batch's replies itself)."""
+
+    def __init__(self, inner: ResponseCache) -> None:  # no store of its own: every read goes to ``inner``
+        self.inner = inner
+        self.mode = inner.mode
+        self.ttl = inner.ttl
+
+    @property
+    def writes(self) -> bool:
+        return False
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.inner.get(key)
+
+    def set(self, key: str, value: dict[str, Any]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+@contextlib.contextmanager
+def first_pass_of(engine: Engine) -> Iterator[None]:
+    """``engine`` during a first pass: its cache read but not written, and what it spent put back afterwards
+    (cache hits of a first pass are not the run's; the requests it made to in-process models are counted when the
+    final pass uses their replies)."""
+    cache = engine.cache
+    usage = (engine.usage, engine.checklist_usage, engine.confirm_cost, engine.budget_refused)
+    if cache is not None:
+        engine.cache = FirstPassCache(cache)
+    try:
+        yield
+    finally:
+        engine.cache = cache
+        engine.usage, engine.checklist_usage, engine.confirm_cost, engine.budget_refused = usage

@@ -47,7 +47,8 @@ def batch_lines(summary: BatchSummary) -> list[Line]:
     if direct:
         lines.append(("batch: " + "; ".join(direct) + " (at the full price)", {"yellow": True}))
     if summary.unused:
-        lines.append((f"batch: {_n(summary.unused, 'reply', 'replies')} fetched by this run were not used by its "
+        were = "was" if summary.unused == 1 else "were"
+        lines.append((f"batch: {_n(summary.unused, 'reply', 'replies')} fetched by this run {were} not used by its "
                       "own tests (another worker or shard used them, or an output changed): counted here", {}))
     return lines
 

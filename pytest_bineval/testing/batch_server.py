@@ -327,6 +327,12 @@ def scripted_responder(fake: ScriptedModel) -> Responder:
         except Exception as exc:
             status = getattr(exc, "status_code", 500)
             return Reply(status if isinstance(status, int) else 500, error_body(str(exc)))
-        return Reply(200, transport.build(text, messages, params))
+        body = transport.build(text, messages, params)
+        choice = body["choices"][0]
+        entries = (choice.get("logprobs") or {}).get("content")
+        covered = "".join(str(e.get("token", "")) for e in entries or [])
+        if entries and text.startswith(covered) and len(covered) < len(text):  # the rest of the text, streamed too
+            entries.append({"token": text[len(covered):], "logprob": 0.0, "top_logprobs": []})
+        return Reply(200, body)
 
     return respond
