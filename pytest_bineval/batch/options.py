@@ -47,8 +47,9 @@ class BatchOptions:
 BATCH_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("batch", "batch", "send every judge request of the run through the provider's batch API (about half "
                "the price; results within 24 h, usually minutes): a first pass runs the tests to collect the requests "
-               "(the test bodies run twice), the batches are submitted and awaited, their replies go into the reply "
-               "cache, and the suite runs from it; an interrupted run resumes waiting for the same batches"),
+               "(so the test bodies run twice, more when requests wait for earlier replies), the batches are "
+               "submitted and awaited, their replies go into the reply cache, and the suite runs from it; an "
+               "interrupted run resumes waiting for the same batches"),
     OptionSpec("batch-timeout", "batch_timeout", "with --bineval-batch, how long to wait for the batches before the "
                "run stops without judging (run it again to resume waiting): seconds, or 30m, 6h, 1d; 0 submits and "
                "stops", duration_value, "DURATION", "24h"),

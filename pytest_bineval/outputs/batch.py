@@ -33,9 +33,11 @@ def batch_lines(summary: BatchSummary) -> list[Line]:
     sent = f"{_n(summary.submitted, 'request')} sent in {_n(summary.batches, 'batch', 'batches')}"
     if summary.resumed:
         sent += f", {_n(summary.resumed, 'batch', 'batches')} submitted earlier waited for"
-    lines: list[Line] = [(
-        f"batch: {sent} ({_n(summary.rounds, 'round')}); {summary.answered} answered, {summary.failed} failed; "
-        f"waited {duration_text(summary.seconds)}; the replies fetched cost {cost}", {"bold": True})]
+    lines: list[Line] = []
+    if summary.submitted or summary.resumed or summary.answered or summary.failed:
+        lines.append((f"batch: {sent} ({_n(summary.rounds, 'round')}); {summary.answered} answered, "
+                      f"{summary.failed} failed; waited {duration_text(summary.seconds)}; the replies fetched cost "
+                      f"{cost}", {"bold": True}))
     direct = []
     if summary.retried:
         direct.append(f"{_n(summary.retried, 'request')} the batch failed asked again directly")
