@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from pytest_bineval.models import ConfirmCost, Evaluation, Question, Usage, Verdict
+from pytest_bineval.report.batch import BatchSummary
 from pytest_bineval.report.document import PinAction
 from pytest_bineval.report.ledger import RunLedger
 from pytest_bineval.report.record import EvaluationRecord, UnscoredTest
@@ -30,7 +31,8 @@ def _ledger(name: str, calls: int) -> RunLedger:
                      dimensions_checked={name}, dimensions_defined={f"d-{name}"}, marker_threshold_keys={f"k-{name}"},
                      notes=[f"note {name}"],
                      confirm_cost=ConfirmCost(questions=2 * calls, reasked=calls, reasks=calls,
-                                              usage=Usage(llm_calls=calls)))
+                                              usage=Usage(llm_calls=calls)),
+                     batch=BatchSummary(rounds=calls, submitted=calls, usage=Usage(batch_requests=calls)))
 
 
 def test_merge_adds_every_field_of_the_other_ledger() -> None:
@@ -50,6 +52,7 @@ def test_merge_adds_every_field_of_the_other_ledger() -> None:
     assert merged.dimensions_defined == {"d-a", "d-b"}
     assert merged.notes == ["note a", "note b"]
     assert (merged.confirm_cost.questions, merged.confirm_cost.reasks, merged.confirm_cost.usage.llm_calls) == (6, 3, 3)
+    assert (merged.batch.rounds, merged.batch.submitted, merged.batch.usage.batch_requests) == (2, 3, 3)
     for f in fields(RunLedger):  # a field added later is merged too, or this test names it
         assert getattr(merged, f.name) != getattr(RunLedger(), f.name), f.name
 
