@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
 from .faults import FaultServer, Received, Reply, Responder, _handler, error_body
@@ -94,17 +94,12 @@ class BatchServer(FaultServer):
         """Let held batches finish (at their next status request)."""
         self._released.set()
 
-    def start(self) -> BatchServer:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _batch_handler(self))
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="bineval-batch-server", daemon=True)
-        self._thread.start()
-        return self
+    def handler_class(self) -> type[BaseHTTPRequestHandler]:
+        return _batch_handler(self)
 
     def __enter__(self) -> BatchServer:
-        return self.start()
+        self.start()
+        return self
 
     # -- the API -------------------------------------------------------------------------------------------------
     def _new_id(self, kind: str) -> str:
