@@ -132,7 +132,7 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     try:
         import redis  # noqa: F401
     except ImportError:
-        _missing("redis-py", "pip install 'pytest-bineval[redis]'")
+        _missing("redis-py", "pip install -e '.[redis]'")
     server = start_redis(tmp_path / "redis")
     yield server
     server.stop()
@@ -240,7 +240,7 @@ def test_read_only_sends_no_write(fake: ScriptedModel, redis_server: RedisServer
 
 # -- the server gone ---------------------------------------------------------------------------------------------------
 def test_redis_down_at_the_start_is_one_warning_and_every_request_counted(fake: ScriptedModel) -> None:
-    pytest.importorskip("redis", reason="the Redis cache needs redis-py (pip install 'pytest-bineval[redis]')")
+    pytest.importorskip("redis", reason="the Redis cache needs redis-py (pip install -e '.[redis]')")
     port = free_port()
     url = f"redis://:{PASSWORD}@127.0.0.1:{port}/0"  # nothing listens there
     engine = Engine(Settings(model=fake.model, cache_url=url))

