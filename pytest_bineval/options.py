@@ -181,12 +181,17 @@ class PathGiven(str):
     exists: a test path, put back among the arguments by :func:`put_paths_back` before pytest reads them."""
 
 
+def _is_path(text: str) -> bool:
+    """Whether ``text`` names a file or folder that exists (or a node id in one: ``tests/test_x.py::test_y``)."""
+    return os.path.exists(text.split("::", 1)[0])
+
+
 def _or_path(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     def parse_or_path(text: str) -> Any:
         try:
             return parse(text)
         except argparse.ArgumentTypeError:
-            if os.path.exists(text.split("::", 1)[0]):  # a file or folder, or a node id in one
+            if _is_path(text):
                 return PathGiven(text)
             raise
 
@@ -203,8 +208,14 @@ def put_paths_back(args: list[str]) -> None:
         if arg == "--":
             return
         spec = bare.get(arg)
-        if spec is not None and spec.parse is not None and isinstance(_or_path(spec.parse)(args[i + 1]), PathGiven):
-            args[i] = f"{arg}={spec.bare}"
+        word = args[i + 1]
+        if spec is None or spec.parse is None or word.startswith("-"):  # an option: argparse takes the bare value
+            continue
+        try:
+            spec.parse(word)
+        except argparse.ArgumentTypeError:  # no value of the option: a path that exists is a test path
+            if _is_path(word):
+                args[i] = f"{arg}={spec.bare}"
 
 
 def add_options(parser: pytest.Parser) -> None:
