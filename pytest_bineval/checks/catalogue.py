@@ -7,8 +7,9 @@ instructions (Zhou et al., 2023) and their common variants; counting rules follo
 one (words are ``\\w+`` runs, so unicode words count; paragraphs are separated by blank lines or a divider).
 
 A ``regex`` check's pattern is matched by the ``regex`` package (a dependency), with a time limit: a pattern that
-backtracks catastrophically on some text (``^(\\w+\\s?)+$`` on 30 letters and a dot) ends at its bound with a
-:class:`CheckTimeout` naming it, never runs on. The bound is :data:`CHECK_SECONDS`, or what :meth:`Check.run` is
+backtracks catastrophically on some text (``^(.*?,){11}P`` on ``"1," * 60 + "!"``; ``re`` also on
+``^(\\w+\\s?)+$``, which ``regex`` answers at once) ends at its bound with a :class:`CheckTimeout` naming it,
+never runs on. The bound is :data:`CHECK_SECONDS`, or what :meth:`Check.run` is
 given (in an evaluation: ``--bineval-timeout``, within the evaluation's deadline).
 
 Two kinds need the optional extra ``checks`` (``pip install -e ".[checks]"`` from a clone): sentence counts
