@@ -192,6 +192,17 @@ def test_a_path_after_the_bare_update_option_is_a_test_path(pytester: pytest.Pyt
     make_project(pytester)
     pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."), test_other="def test_o():\n    pass\n")
     result = pytester.runpytest(*args, "--bineval-cache=off")
+    check_pinned_path(result, args)
+
+
+def test_a_path_after_the_bare_update_option_under_xdist(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."), test_other="def test_o():\n    pass\n")
+    args = ["--bineval-update-checklists", "test_suite.py"]
+    check_pinned_path(pytester.runpytest_subprocess(*args, "--bineval-cache=off", *XDIST), args)
+
+
+def check_pinned_path(result: pytest.RunResult, args: list[str]) -> None:
     result.assert_outcomes(passed=1 if "::" in " ".join(args) else 2)  # test_other.py is not run: only the path
     result.stdout.fnmatch_lines(["pin created: __bineval__/test_suite/test_a.json [[]fluency[]] 'Task A.'"])
 
