@@ -148,8 +148,8 @@ class Settings:
     concurrency: int = field(default=8, metadata=_opt(
         "parallel requests to hosted models (the embedded model is serialized)", positive_int, "N"))
     timeout: float = field(default=120.0, metadata=_opt(
-        "seconds to wait for one model reply; one evaluation's requests, retries and waits end within "
-        "timeout x (retries + 1) + 1 s (at most 3600)", timeout_seconds, "SECONDS"))
+        "seconds to wait for one model reply (and for one check of the catalogue); one evaluation's requests, "
+        "retries and waits end within timeout x (retries + 1) + 1 s (at most 3600)", timeout_seconds, "SECONDS"))
     retries: int = field(default=2, metadata=_opt(
         "retries of a failed or unparseable reply (at most 20)",
         number_in(int, 0, 20, range_text="retries are within [0, 20]"), "N"))
