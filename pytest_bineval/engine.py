@@ -19,7 +19,7 @@ from . import judge as _judge
 from .budget import Budget, parse_budget
 from .dimensions import DimensionsArg
 from .errors import BinevalError, BudgetReachedError, InputTooLargeError
-from .llm.cache import ResponseCache
+from .llm.cache import ResponseCache, cache_signing
 from .llm.client import LLMClient, ModelSettings
 from .llm.local import is_embedded
 from .llm.negotiation import FormatNegotiator
@@ -37,12 +37,14 @@ T = TypeVar("T")
 
 
 def reply_cache(s: Settings) -> ResponseCache:
-    """The reply cache of the settings: Redis at ``cache_url`` when it is given, else the cache directory."""
+    """The reply cache of the settings: Redis at ``cache_url`` when it is given, else the cache directory (signed
+    entries with ``cache_key_env``)."""
+    signing = cache_signing(s.cache_key_env, s.cache)
     if s.cache_url:
         from .llm.redis_cache import RedisCache
 
-        return RedisCache(s.cache_url, s.cache, prefix=s.cache_prefix, ttl=s.cache_ttl)
-    return ResponseCache(Path(os.path.expanduser(s.cache_dir)), s.cache, ttl=s.cache_ttl)
+        return RedisCache(s.cache_url, s.cache, prefix=s.cache_prefix, ttl=s.cache_ttl, signing=signing)
+    return ResponseCache(Path(os.path.expanduser(s.cache_dir)), s.cache, ttl=s.cache_ttl, signing=signing)
 
 
 class Engine:
