@@ -146,11 +146,11 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     result.stdout.fnmatch_lines([
         "*= bineval regressions =*",
         "baseline: base.json (2026-11-30T12:00:00+00:00, pytest-bineval *)",
-        f"REGRESSION {t}test_a [[]consistency[]] {Q('consistency', 1)}: yes -> no (same output)",
+        f"REGRESSION {t}test_a [[]consistency[]] {Q('consistency', 1)}: yes -> no (same output and source)",
         "    now: 50% off, see: <b>bold</b> | and",
         "        more",
         "    was: old yes consistency-1",
-        f"JUDGE ERROR {t}test_d [[]consistency[]] {Q('consistency', 2)}: yes -> error (same output)",
+        f"JUDGE ERROR {t}test_d [[]consistency[]] {Q('consistency', 2)}: yes -> error (same output and source)",
         "    cause: *provider exploded: 503*",
         "    was: old yes consistency-2",
         f"FIX {t}test_b [[]consistency[]] {Q('consistency', 2)}: no -> yes (output changed)",
@@ -459,9 +459,9 @@ def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pyte
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        f"REGRESSION test_rep.py::test_r [[]consistency[]] {c2}: yes -> no (same output)",
+        f"REGRESSION test_rep.py::test_r [[]consistency[]] {c2}: yes -> no (same output and source)",
         "    answers now: no no no; in the baseline: yes yes yes",
-        f"UNSTABLE FLIP test_rep.py::test_r [[]consistency[]] {c1}: yes -> no (same output)",
+        f"UNSTABLE FLIP test_rep.py::test_r [[]consistency[]] {c1}: yes -> no (same output and source)",
         "    answers now: *; in the baseline: yes yes no",
         "*= bineval summary =*",
         "PASS test_rep.py::test_r: consistency 0.17 [[]0.03, 0.56[]] >= 0.00, fluency 1.00 [[]0.61, 1.00[]] >= 0.00",
