@@ -7,11 +7,10 @@ Quality is not asserted (a 135M judge is noise); the pinned hand-written checkli
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import REAL_CHECKLIST
+from support import real_judge_project
 
 from pytest_bineval.report.document import ReportDocument
 
@@ -41,11 +40,7 @@ def test_docs():
 
 @pytest.mark.local_model
 def test_documents_on_the_real_embedded_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    pin = pytester.path / "__bineval__" / "test_real" / "test_docs.json"
-    pin.parent.mkdir(parents=True)
-    pin.write_text(json.dumps({"format": 1, "checklists": [REAL_CHECKLIST]}))
-    pytester.makepyfile(test_real=SUITE)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    real_judge_project(pytester, "test_docs", SUITE)
     k = pytester.path / "k.txt"
     args = ["--color=no", "--bineval-strict", f"--bineval-cache-dir={tmp_path / 'cache'}"]
 

@@ -60,6 +60,45 @@ def test_hours():
 '''
 
 
+ENTRY_POINTS = '''
+import pytest
+from pytest_bineval import Checklist, Question, assert_passes_async
+
+DOCS = [{"id": "kb-7", "title": "Refund policy", "text": "Refunds are accepted within 30 days."}, "A chunk."]
+CHECKLIST = Checklist(task="Answer from the help articles.", dimensions={"groundedness": "Supported."},
+                      questions=[Question(id="g-1", dimension="groundedness", text="Is it grounded?")])
+
+
+def test_fixture(bineval):
+    evaluation = bineval.evaluate("Refunds within 30 days.", CHECKLIST, source=DOCS)
+    assert [v.answer for v in evaluation.verdicts] == ["yes"]
+
+
+@pytest.mark.asyncio
+async def test_async():
+    await assert_passes_async("Refunds within 30 days.", checklist=CHECKLIST, source=DOCS)
+
+
+@pytest.mark.asyncio
+async def test_async_bad_document():
+    with pytest.raises(TypeError, match=r"source\\[0\\]\\['id'\\] must be a str"):
+        await assert_passes_async("x", checklist=CHECKLIST, source=[{"id": 7, "text": "x"}])
+'''
+
+
+def test_the_fixture_and_the_async_assertion_take_documents(pytester: pytest.Pytester) -> None:
+    # the judge says yes only when it reads both documents, numbered, each between its markers
+    rule = '''
+def answer(req):
+    numbered = ("<document>\\n[1] Refund policy (id: kb-7)\\nRefunds are accepted within 30 days.\\n</document>"
+                "\\n\\n<document>\\n[2]\\nA chunk.\\n</document>")
+    return "yes" if numbered in req.user else "no"
+'''
+    scripted_project(pytester, provider="dfake", rule=rule)
+    pytester.makepyfile(test_entry=ENTRY_POINTS)
+    pytester.runpytest().assert_outcomes(passed=3)
+
+
 def run(pytester: pytest.Pytester, xdist: list[str], *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(*xdist, *args) if xdist else pytester.runpytest(*args)
 

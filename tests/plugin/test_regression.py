@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from support import ANSWERS_FILE_RULE as ANSWER
-from support import REAL_CHECKLIST, make_project
+from support import REAL_CHECKLIST, make_project, real_judge_project
 
 from pytest_bineval.dimensions import resolve_dimensions
 from pytest_bineval.models import Evaluation, Verdict
@@ -549,11 +549,7 @@ def test_real_diff():
 def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
     from pytest_bineval.report.comparison import classify
 
-    pin = pytester.path / "__bineval__" / "test_real" / "test_real_diff.json"
-    pin.parent.mkdir(parents=True)
-    pin.write_text(json.dumps({"format": 1, "checklists": [REAL_CHECKLIST]}))
-    pytester.makepyfile(test_real=REAL_SUITE)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    real_judge_project(pytester, "test_real_diff", REAL_SUITE)
     output = pytester.path / "output.txt"
     cache = f"--bineval-cache-dir={tmp_path / 'cache'}"
     output.write_text("Lyon opened a 40 million euro bridge on Monday.")
