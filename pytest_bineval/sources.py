@@ -124,7 +124,8 @@ def _text_field(value: Mapping[object, object], key: str, where: str) -> str | N
     if item is None:
         return None
     if not isinstance(item, str):
-        raise ArgumentTypeError(f"{where}[{key!r}] must be a str (or None), not {type(item).__name__}"
+        raise ArgumentTypeError(f"{where}[{key!r}] must be a str{'' if key == 'text' else ' (or None)'}, not "
+                                f"{type(item).__name__}"
                                 + (f": write str({item!r})" if isinstance(item, (int, float)) else ""))
     return item
 

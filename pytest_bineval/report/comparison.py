@@ -104,7 +104,6 @@ class EvaluationDiff(BaseModel):
                           "counted in questions_added and questions_removed")
     unchanged: int = Field(default=0, description="matched questions with the baseline's answer")
 
-
     @property
     def inputs(self) -> str:
         """What changed of what the judge was asked about (:meth:`SourceChange.label`): ``output changed``,
