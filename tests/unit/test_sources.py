@@ -112,7 +112,7 @@ def test_the_judge_reads_the_documents_numbered_each_between_markers() -> None:
     assert source == ("<document>\n[1] Refund policy (id: kb-7)\nRefunds are accepted within 30 days of purchase.\n"
                       "</document>\n\n<document>\n[2] Shipping (id: kb-2)\nOrders ship within 2 business days.\n"
                       "</document>\n\n<document>\n[3]\nA chunk.\n</document>")
-    assert "numbered ([1], [2], ...)" in messages[0]["content"]  # the judge is told it may name them
+    assert messages[0]["content"] == judge_messages(CHECKLIST.task, "An article.", "x", QUESTION)[0]["content"]
 
 
 INJECTIONS = [
