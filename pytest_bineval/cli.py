@@ -21,10 +21,31 @@ if TYPE_CHECKING:
     from .llm.server import LlamaServer
     from .models import Checklist
     from .report.document import ReportDocument
+    from .sources import Source
 
 
 def _read(path: str) -> str:
     return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+
+
+def _documents(path: str) -> Source | None:
+    """``--documents FILE``: a JSON array of documents (strings, or objects with "text" and optionally "id" and
+    "title"), checked as ``source=`` is (:mod:`pytest_bineval.sources`); UsageError naming the file."""
+    from .errors import BinevalError
+    from .sources import read_source
+
+    where = "stdin" if path == "-" else path
+    try:
+        documents = json.loads(_read(path))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--documents {where}: not a readable JSON file: {exc}") from exc
+    if not isinstance(documents, list):
+        raise UsageError(f"--documents {where}: a JSON array of documents is needed (strings, or objects with "
+                         f"\"text\" and optionally \"id\" and \"title\"), not {type(documents).__name__}")
+    try:
+        return read_source(documents, "documents")
+    except BinevalError as exc:
+        raise UsageError(f"--documents {where}: {exc}") from exc
 
 
 def _checklist_of(args: argparse.Namespace) -> Checklist:
@@ -92,7 +113,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     checklist = _checklist_of(args)
     output = _read(args.output)
-    source = _read(args.source) if args.source else None
+    source = _read(args.source) if args.source else _documents(args.documents) if args.documents else None
     settings = _settings(args)
     dimensions = list(dict.fromkeys(q.dimension for q in checklist.questions))
     thresholds: dict[str, float] | None = None
@@ -415,7 +436,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    "error (a question got no answer) or a usage error.")
     _checklist_args(p)
     p.add_argument("--output", required=True, help="file holding the output under test ('-' for stdin)")
-    p.add_argument("--source", default=None, help="file holding the input/source text")
+    inputs = p.add_mutually_exclusive_group()
+    inputs.add_argument("--source", default=None, help="file holding the input/source text")
+    inputs.add_argument("--documents", default=None, metavar="FILE",
+                        help="the source as a list of documents (a retrieval pipeline's): a JSON file holding an "
+                             "array of strings or of objects with \"text\" and optionally \"id\" and \"title\"; "
+                             "the judge reads them numbered ('-' for stdin)")
     p.add_argument("--threshold", type=_threshold, default=None, metavar="T",
                    help="gate: minimum share of yes per dimension, as --bineval-threshold (0.8, or "
                         "consistency=0.9,fluency=0.6; unnamed dimensions get their defaults, consistency 0.8, "

@@ -305,8 +305,8 @@ def _change_lines(r: RegressionReport) -> list[Line]:
     }
     for kind in CHANGE_KINDS:
         for d, c in r.changes(kind):
-            output = "output changed" if d.output_changed else "same output"
-            head = f"{kind.upper()} {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} ({output})"
+            head = (f"{kind.upper()} {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} "
+                    f"({d.inputs})")
             lines.append((head, styles[kind]))
             if c.repeats or c.baseline_repeats:
                 now = " ".join(c.repeats) or c.after
@@ -333,6 +333,7 @@ def regression_lines(r: RegressionReport) -> list[Line]:
                           {"yellow": True, "bold": True}) for line in r.judged_differently]
     lines.append((f"baseline: {r.baseline}" + (f" ({origin})" if origin else ""), {}))
     lines += _change_lines(r)
+    lines += _source_lines(r)
     drops = {(d.key, s.name) for d, s in r.score_drops()}
     for d in r.compared:
         for s in d.scores:
@@ -369,7 +370,18 @@ def regression_lines(r: RegressionReport) -> list[Line]:
     changed = sum(d.output_changed for d in r.compared)
     lines.append((f"outputs: {changed} changed, {len(r.compared) - changed} unchanged and judged again, of "
                   f"{_n(len(r.compared), 'compared evaluation')}", {}))
+    states = [d.source_change.state for d in r.compared]
+    if any(s != "same" for s in states):
+        unknown = f", {states.count('unknown')} unknown (not recorded in the baseline)" if "unknown" in states else ""
+        lines.append((f"sources: {states.count('changed')} changed, {states.count('same')} the same{unknown}", {}))
     return _shown(lines)
+
+
+def _source_lines(r: RegressionReport) -> list[Line]:
+    """``SOURCE CHANGED <key>: 1 document removed: [2] Refund policy``, for each compared evaluation whose answers
+    changed on a source that changed: its flips are about another source, not the judge's noise."""
+    return [(f"SOURCE CHANGED {d.key}: {one_line(d.source_change.summary())}", {"yellow": True, "bold": True})
+            for d in r.compared if d.source_change.changed_source and d.changes]
 
 
 def _score2(value: object) -> str:

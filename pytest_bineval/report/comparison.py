@@ -31,6 +31,7 @@ from ..gate_stats import DEFAULT_ALPHA, dimension_test
 from ..kinds import FailOn
 from ..models import Answer, Verdict
 from .record import EvaluationRecord, JudgedBy, Location, Outcome
+from .source_change import SourceChange, diff_sources
 
 ChangeKind = Literal["regression", "unstable flip", "fix", "judge error", "recovered"]
 CHANGE_KINDS: tuple[ChangeKind, ...] = ("regression", "unstable flip", "judge error", "fix", "recovered")
@@ -90,6 +91,9 @@ class EvaluationDiff(BaseModel):
     outcome: Outcome
     baseline_outcome: Outcome
     output_changed: bool = Field(description="the output under test differs from the baseline's (digest)")
+    source_change: SourceChange = Field(default_factory=SourceChange, description="how the source differs from "
+                                        "the baseline's: same, changed (documents added, removed, changed) or "
+                                        "unknown (a baseline that did not record it)")
     changes: list[QuestionChange] = Field(default_factory=list)
     scores: list[ScoreChange] = Field(default_factory=list)
     questions_added: list[QuestionRef] = Field(default_factory=list)
@@ -99,6 +103,18 @@ class EvaluationDiff(BaseModel):
     replaced: int = Field(default=0, description="ids asked in both runs with texts too different to compare: "
                           "counted in questions_added and questions_removed")
     unchanged: int = Field(default=0, description="matched questions with the baseline's answer")
+
+    @property
+    def inputs(self) -> str:
+        """What changed of what the judge was asked about (:meth:`SourceChange.label`): ``output changed``,
+        ``source changed``, ``output and source changed``, ``same output and source`` or ``same output, source
+        unknown``."""
+        return self.source_change.label(self.output_changed)
+
+    @property
+    def same_inputs(self) -> bool:
+        """The same output judged against the same source: only here can a flip be the judge's noise."""
+        return not self.output_changed and self.source_change.state == "same"
 
 
 class EvaluationRef(BaseModel):
@@ -290,6 +306,7 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolera
         key=after.key, test=after.test, index=after.index, location=after.location, outcome=after.outcome,
         baseline_outcome=before.outcome,
         output_changed=bool(before.output_digest) and before.output_digest != after.output_digest,
+        source_change=diff_sources(before, after),
         changes=changes, scores=scores, questions_added=[_ref(v) for v in added],
         questions_removed=[_ref(v) for v in removed], matched_by_text=by_text, matched_by_id=by_id,
         replaced=replaced, unchanged=unchanged,
@@ -381,13 +398,15 @@ class BaselineDiff:
     changes: dict[tuple[str, str], QuestionChange] = field(default_factory=dict)
     scores: dict[tuple[str, str], float | None] = field(default_factory=dict)  # (key, dimension) -> old score
     drops: frozenset[tuple[str, str]] = frozenset()  # (key, dimension): fell by more than the tolerance
+    sources: dict[str, SourceChange] = field(default_factory=dict)  # key -> how its source changed (changed only)
 
     @classmethod
     def of(cls, report: RegressionReport) -> BaselineDiff:
         return cls(report=report,
                    changes={(d.key, c.question_id): c for d in report.compared for c in d.changes},
                    scores={(d.key, s.name): s.before for d in report.compared for s in d.scores},
-                   drops=frozenset((d.key, s.name) for d, s in report.score_drops()))
+                   drops=frozenset((d.key, s.name) for d, s in report.score_drops()),
+                   sources={d.key: d.source_change for d in report.compared if d.source_change.changed_source})
 
     @property
     def label(self) -> str:

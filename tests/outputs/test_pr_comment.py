@@ -87,9 +87,9 @@ Dimensions whose score fell beyond the tolerance (0.10) with p < 0.05 (an exact 
 
 Their questions answered yes in the baseline and no now:
 
-| test | dimension | question | answer | output | explanation now |
+| test | dimension | question | answer | output / source | explanation now |
 |---|---|---|---|---|---|
-| `tests/test_s.py::test_a[ferry]` | consistency | Are the names right? &lt;b&gt;&#64;team&lt;/b&gt; \\| \\`x\\` | yes → no | changed | The name \\*Ana\\* is wrong. |
+| `tests/test_s.py::test_a[ferry]` | consistency | Are the names right? &lt;b&gt;&#64;team&lt;/b&gt; \\| \\`x\\` | yes → no | output changed | The name \\*Ana\\* is wrong. |
 
 ### Score changes
 
@@ -102,9 +102,9 @@ Not significant at 0.05, or up (McNemar's exact test on the paired answers; Fish
 
 Questions answered yes in the baseline and no now, in dimensions within noise:
 
-| test | dimension | question | answer | output | explanation now |
+| test | dimension | question | answer | output / source | explanation now |
 |---|---|---|---|---|---|
-| `tests/test_s.py::test_d` | consistency | Is every claim supported by the input? | yes → no | same | One claim is not. |
+| `tests/test_s.py::test_d` | consistency | Is every claim supported by the input? | yes → no | same output, source unknown | One claim is not. |
 
 Other answer changes: 1 fix.
 

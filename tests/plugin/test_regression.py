@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from support import ANSWERS_FILE_RULE as ANSWER
-from support import REAL_CHECKLIST, make_project
+from support import REAL_CHECKLIST, make_project, real_judge_project
 
 from pytest_bineval.dimensions import resolve_dimensions
 from pytest_bineval.models import Evaluation, Verdict
@@ -146,11 +146,11 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     result.stdout.fnmatch_lines([
         "*= bineval regressions =*",
         "baseline: base.json (2026-11-30T12:00:00+00:00, pytest-bineval *)",
-        f"REGRESSION {t}test_a [[]consistency[]] {Q('consistency', 1)}: yes -> no (same output)",
+        f"REGRESSION {t}test_a [[]consistency[]] {Q('consistency', 1)}: yes -> no (same output and source)",
         "    now: 50% off, see: <b>bold</b> | and",
         "        more",
         "    was: old yes consistency-1",
-        f"JUDGE ERROR {t}test_d [[]consistency[]] {Q('consistency', 2)}: yes -> error (same output)",
+        f"JUDGE ERROR {t}test_d [[]consistency[]] {Q('consistency', 2)}: yes -> error (same output and source)",
         "    cause: *provider exploded: 503*",
         "    was: old yes consistency-2",
         f"FIX {t}test_b [[]consistency[]] {Q('consistency', 2)}: no -> yes (output changed)",
@@ -459,9 +459,9 @@ def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pyte
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        f"REGRESSION test_rep.py::test_r [[]consistency[]] {c2}: yes -> no (same output)",
+        f"REGRESSION test_rep.py::test_r [[]consistency[]] {c2}: yes -> no (same output and source)",
         "    answers now: no no no; in the baseline: yes yes yes",
-        f"UNSTABLE FLIP test_rep.py::test_r [[]consistency[]] {c1}: yes -> no (same output)",
+        f"UNSTABLE FLIP test_rep.py::test_r [[]consistency[]] {c1}: yes -> no (same output and source)",
         "    answers now: *; in the baseline: yes yes no",
         "*= bineval summary =*",
         "PASS test_rep.py::test_r: consistency 0.17 [[]0.03, 0.56[]] >= 0.00, fluency 1.00 [[]0.61, 1.00[]] >= 0.00",
@@ -549,11 +549,7 @@ def test_real_diff():
 def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
     from pytest_bineval.report.comparison import classify
 
-    pin = pytester.path / "__bineval__" / "test_real" / "test_real_diff.json"
-    pin.parent.mkdir(parents=True)
-    pin.write_text(json.dumps({"format": 1, "checklists": [REAL_CHECKLIST]}))
-    pytester.makepyfile(test_real=REAL_SUITE)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    real_judge_project(pytester, "test_real_diff", REAL_SUITE)
     output = pytester.path / "output.txt"
     cache = f"--bineval-cache-dir={tmp_path / 'cache'}"
     output.write_text("Lyon opened a 40 million euro bridge on Monday.")
