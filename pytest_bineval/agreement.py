@@ -150,7 +150,7 @@ class Agreement(BaseModel):
     def kappa_text(self) -> str:
         """``0.62 [0.31, 0.93]``, or why there is none."""
         if self.kappa is None:
-            return "n/a (no labels)" if not self.labels else "n/a (one answer only: chance agrees on all)"
+            return "n/a (no labels)" if not self.labels else "n/a (one answer only)"
         if self.kappa_low is None or self.kappa_high is None:
             return f"{self.kappa:.2f}"
         return f"{self.kappa:.2f} [{self.kappa_low:.2f}, {self.kappa_high:.2f}]"

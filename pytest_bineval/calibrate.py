@@ -137,7 +137,8 @@ def calibrate(records: Sequence[EvaluationRecord], labels: Sequence[LabelLine], 
 
 # -- text ----------------------------------------------------------------------------------------------------------
 
-HEAD = ("labels", "agreement", "kappa", "TPR (judge yes | yes)", "TNR (judge no | no)", "base rate (yes)")
+HEAD = ("labels", "agreement", "kappa", "TPR (judge yes / label yes)", "TNR (judge no / label no)",
+        "base rate (label yes)")
 
 
 def _cells(a: Agreement) -> list[str]:
@@ -155,6 +156,7 @@ def _clip(text: str, n: int = 70) -> str:
 
 def markdown_table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     """A markdown table, its columns padded to line up in a terminal (``|`` in a cell escaped)."""
+    head = [c.replace("|", "\\|") for c in head]
     body = [[c.replace("|", "\\|") for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(head)]
 
@@ -221,6 +223,9 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+SHOWN = 10  # disagreements listed in a run's summary
+
+
 def summary_lines(cal: Calibration) -> list[Line]:
     """The ``bineval judge`` section of a run's terminal summary (``--bineval-labels``)."""
     lines: list[Line] = [(f"judge vs labels of {cal.labels_file}: {counts_text(cal)}", {"bold": True})]
@@ -230,9 +235,12 @@ def summary_lines(cal: Calibration) -> list[Line]:
                       f"{a.tpr.text()}, TNR {a.tnr.text()}, base rate {_rate(a.base_rate)}", {}))
     if not cal.dimensions:
         lines.append(("    no label speaks of a verdict of this run", {"yellow": True}))
-    for x in cal.disagreements:
+    for x in cal.disagreements[:SHOWN]:
         lines.append((f"    DISAGREES {one_line(x.key)} [{x.dimension}] {_clip(x.question, 60)}: judge {x.judge}, "
                       f"label {x.label}", {"yellow": True}))
+    if len(cal.disagreements) > SHOWN:
+        lines.append((f"    ... and {len(cal.disagreements) - SHOWN} more disagreements (bineval calibrate lists "
+                      "them all, with the judge's explanations)", {"yellow": True}))
     for issue in cal.stale():
         lines.append((f"    STALE label, line {issue.line}: {one_line(issue.test)} {_clip(issue.question, 50)!r}: "
                       f"{one_line(issue.why)}", {"yellow": True}))

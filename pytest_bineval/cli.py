@@ -463,6 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     _add_cache_parser(sub)
+    from .judge_cli import add_judge_parsers
+
+    add_judge_parsers(sub)  # label, calibrate, lint
 
     p = sub.add_parser(
         "serve", help="serve the embedded model over HTTP (llama.cpp's OpenAI-compatible server on 127.0.0.1)",
