@@ -181,7 +181,7 @@ def calibration_text(cal: Calibration, *, title: str = "", questions: bool = Tru
         rows = [[d.dimension, *_cells(d.stats)] for d in cal.dimensions]
         if len(cal.dimensions) > 1:
             rows.append(["all", *_cells(cal.overall)])
-        lines += markdown_table(("dimension", *HEAD), rows) + [""]
+        lines += [*markdown_table(("dimension", *HEAD), rows), ""]
     if questions and cal.dimensions:
         rows = [[q.dimension, _clip(q.question), *_cells(q.stats)] for d in cal.dimensions for q in d.questions]
         lines += ["per question (lowest agreement first):", *markdown_table(("dimension", "question", *HEAD), rows),

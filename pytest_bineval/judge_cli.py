@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from .settings import number_in
+from .untrusted import show_controls
 
 parse_kappa = number_in(float, -1.0, 1.0, range_text="a kappa is within [-1, 1]")
 
@@ -75,6 +76,28 @@ def cmd_label(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lint(args: argparse.Namespace) -> int:
+    """Exit 0 when nothing was found, 1 with findings (each said with its reason; nothing is changed), 2 on a usage
+    error."""
+    from .files import write_text_atomic
+    from .lint import KINDS, lint
+
+    paths = args.paths or ([] if args.report else ["."])
+    result = lint(paths, args.report, alpha=args.alpha, min_outputs=args.min_outputs)
+    for finding in result.findings:
+        print(show_controls(finding.text()))
+    counts = ", ".join(f"{result.count(k)} {k}" for k in KINDS)
+    looked = [f"{result.pin_entries} pinned checklists in {result.pin_files} files"] if paths else []
+    if args.report:
+        looked.append(f"{result.evaluations} evaluations of {args.report}")
+    print(f"bineval lint: {len(result.findings)} finding(s) ({counts}) in {' and '.join(looked)}; nothing was "
+          "changed")
+    if args.json:
+        body = {"findings": [f.model_dump(mode="json") for f in result.findings]}
+        write_text_atomic(args.json, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+    return 1 if result.findings else 0
+
+
 def add_judge_parsers(sub: Any) -> None:
     """``bineval label``, ``bineval calibrate`` and ``bineval lint``."""
     p = sub.add_parser(
@@ -117,4 +140,29 @@ def add_judge_parsers(sub: Any) -> None:
     p.add_argument("--show-chars", type=number_in(int, 100, 1000000, range_text="characters within [100, 1000000]"),
                    default=2000, metavar="N", help="characters of the task, source and output shown (default 2000)")
     p.set_defaults(func=cmd_label)
+
+    from .gate_stats import DEFAULT_ALPHA
+
+    p = sub.add_parser(
+        "lint", help="find questions that cannot tell outputs apart: constant, duplicate, vague; dimensions too "
+                     "small for the gate",
+        description="Read pinned checklists (pin files, or the __bineval__ directories under the directories given; "
+                    "default: the current directory) and, with --report, a run's checklists and answers, and say "
+                    "each question that cannot tell outputs apart, with why: constant (answered the same for every "
+                    "output of a task, from the report), duplicate (as close as what the baseline comparison calls "
+                    "a small edit), vague (names no property), and each dimension with fewer questions than the "
+                    "regression gate can use. Nothing is changed. Exit 1 when something is found.")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="a pin file, or a directory to search for __bineval__/")
+    p.add_argument("--report", metavar="REPORT.json", default=None, help="a --bineval-report file: its answers "
+                   "show constant questions, its checklists are linted too")
+    p.add_argument("--alpha", default=DEFAULT_ALPHA, metavar="A",
+                   type=number_in(float, 0.0, 1.0, above=True,
+                                  range_text="alpha is a significance level within (0, 1]"),
+                   help=f"the gate's significance level, for the fewest questions a dimension needs (default "
+                        f"{DEFAULT_ALPHA}, as --bineval-alpha)")
+    p.add_argument("--min-outputs", type=number_in(int, 2, 100000, range_text="a number of outputs within [2, 100000]"),
+                   default=3, metavar="N", help="a question is constant when answered the same for at least N "
+                   "different outputs of a task (default 3)")
+    p.add_argument("--json", metavar="OUT.json", default=None, help="also write the findings as JSON")
+    p.set_defaults(func=cmd_lint)
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from .errors import UsageError
+from .judge_cli import parse_kappa
 from .kinds import FAIL_ON, GATES, FailOn, Gate, PinUpdate
 from .settings import SETTING_SPECS, OptionSpec, Settings, choice, number_in
 
@@ -146,7 +147,7 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                "questions this run asked; stale labels are said, not used", str, "FILE", "none"),
     OptionSpec("trust-kappa", "trust_kappa", "with --bineval-labels: the regression gate trusts only dimensions "
                "whose kappa against the labels is at least K, and says which it did not trust",
-               number_in(float, -1.0, 1.0, range_text="a kappa is within [-1, 1]"), "K", "none"),
+               parse_kappa, "K", "none"),
 )
 SPECS: tuple[OptionSpec, ...] = (*SETTING_SPECS, *PLUGIN_SPECS)
 

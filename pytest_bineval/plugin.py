@@ -53,7 +53,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if options.settings.judge_prompt is not None or (options.baseline and not _is_worker(config)):
         _service(config)  # files read up front: an unreadable one is a usage error before any test runs
     if (options.labels or options.trust_kappa is not None) and not _is_worker(config):
-        _read_labels(config, options)
+        labels = _read_labels(config, options)
+        if labels is not None:
+            config.stash[LABELS] = labels
     outputs.register(config, options)
     if options.optimize and not _is_worker(config):
         from .optimize.rerun import OptimizeRunner
@@ -69,16 +71,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(runner, "bineval-optimize")
 
 
-def _read_labels(config: pytest.Config, options: Options) -> None:
+def _read_labels(config: pytest.Config, options: Options) -> RunLabels | None:
     """--bineval-labels: read before any test runs (a bad file is a usage error)."""
     from .trust import RunLabels
 
     try:
-        labels = RunLabels.read(options.labels, options.trust_kappa, config.rootpath)
+        return RunLabels.read(options.labels, options.trust_kappa, config.rootpath)
     except BinevalError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if labels is not None:
-        config.stash[LABELS] = labels
 
 
 def _service(config: pytest.Config) -> BinevalService:

@@ -126,7 +126,8 @@ def test_several_judges_side_by_side() -> None:
 # -- the commands --------------------------------------------------------------------------------------------------
 
 
-def write(tmp_path: Path, records: list[EvaluationRecord], labels: list[Label], name: str = "run.json") -> tuple[str, str]:
+def write(tmp_path: Path, records: list[EvaluationRecord], labels: list[Label],
+          name: str = "run.json") -> tuple[str, str]:
     report = tmp_path / name
     document(records).write(report)
     labels_file = tmp_path / "labels.jsonl"
