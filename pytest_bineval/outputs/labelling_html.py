@@ -1,7 +1,8 @@
-"""The HTML page's labelling (:mod:`.html`): per verdict, what the page's script needs to build a label (the
-question's digest, the evaluation's output digest) and the label the run's ``--bineval-labels`` file already gives
-it; and the calibration the page shows when the run had labels. The page builds the labels file itself (no server):
-see ``templates/labels.js``."""
+"""The HTML page's labelling (:mod:`.html`): what the page's script needs to build a label besides what the page
+shows (each row's test id, evaluation index and output digest), the label the run's ``--bineval-labels`` file
+already gives a verdict, and the calibration the page shows when the run had labels. The page builds the labels
+file itself, no server involved: ``templates/labels.js`` makes each verdict's controls and computes the question's
+digest (SHA-256, as :func:`pytest_bineval.labels.question_digest` does)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,9 @@ import json
 from dataclasses import dataclass, field
 
 from ..calibrate import Calibration, LabelledVerdict
-from ..labels import question_digest
 from ..models import Verdict
 from ..report.document import ReportDocument
 from ..report.record import EvaluationRecord
-
-
-@dataclass(frozen=True)
-class VerdictLabel:
-    """One verdict's labelling data: its question's digest and the label the run's file gives it (if any)."""
-
-    digest: str
-    answer: str = ""  # "yes" / "no": labelled in the run's --bineval-labels file
-    labeler: str = ""
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -47,9 +37,6 @@ class LabellingView:
         """The rows as JSON, for an attribute of the page (escaped there like any text)."""
         return json.dumps(self.rows, ensure_ascii=False)
 
-    def of_verdict(self, record: EvaluationRecord, verdict: Verdict) -> VerdictLabel:
-        known = self.labelled.get((record.key, verdict.question_id))
-        digest = question_digest(verdict.question)
-        if known is None:
-            return VerdictLabel(digest)
-        return VerdictLabel(digest, known.answer, known.labeler, known.note)
+    def of_verdict(self, record: EvaluationRecord, verdict: Verdict) -> LabelledVerdict | None:
+        """The label the run's labels file gives ``verdict`` (of ``record``), if any."""
+        return self.labelled.get((record.key, verdict.question_id))

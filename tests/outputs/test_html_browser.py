@@ -29,6 +29,7 @@ import pytest
 from support import REAL_CHECKLIST
 
 from pytest_bineval.cli import main
+from pytest_bineval.labels import question_digest
 from pytest_bineval.report.document import ReportDocument
 
 pytest_plugins = ["pytester"]
@@ -337,8 +338,19 @@ if __name__ == "__main__":  # python tests/test_html_browser.py REPORT.html [...
 
 # -- labelling in the page: marks, download, and the file through bineval calibrate ----------------------------
 
+ODD_QUESTION = "Does the summary keep \u00abcaf\u00e9\u00bb\u00a0and  the\u2003em space \u2014 \u65e5\u672c\ttogether?"
 LABELLING_CONFTEST = '''
+import json
 from pytest_bineval.testing import ScriptedModel
+
+ODD = %r
+
+def questions(req):  # fluency's second question has odd whitespace and characters: its digest is made in the page
+    second = ODD if req.dimension == "fluency" else f"Does the response meet {req.dimension} check 2?"
+    return json.dumps({"questions": [
+        {"requirement": "r1", "question": f"Does the response meet {req.dimension} check 1?", "no_example": ""},
+        {"requirement": "r2", "question": second, "no_example": ""}]})
+''' % ODD_QUESTION + '''
 
 def answer(req):
     if req.output in ("summary 0", "summary 1") and req.question.endswith("consistency check 1?"):
@@ -347,7 +359,7 @@ def answer(req):
         return RuntimeError("provider exploded: 503")
     return "yes"
 
-FAKE = ScriptedModel(provider="labelfake", answers=answer).register()
+FAKE = ScriptedModel(provider="labelfake", answers=answer, rules={"questions": questions}).register()
 '''
 
 LABELLING_TESTS = '''
@@ -386,6 +398,11 @@ def test_labels_made_in_the_page_round_trip_through_bineval_calibrate(pytester: 
         check_report(page, pytester.path / "report.png")
         p = page.page
         p.fill("#labeler", "ana")
+        # the page computes each question's digest (SHA-256 in its script) as pytest_bineval.labels does
+        shown = p.evaluate("Array.from(document.querySelectorAll('ol.verdicts > li.verdict > .lab'))"
+                           ".map(s => [s.getAttribute('data-question'), s.getAttribute('data-qd')])")
+        assert len(shown) == 22 and ODD_QUESTION in {q for q, _ in shown}
+        assert all(digest == question_digest(q) for q, digest in shown)
         for i in range(5):
             p.locator("tr.test", has_text=f"test_summary[{i}]").locator("th.name").click()
             items = p.locator(".detail.shown ol.verdicts li.verdict")

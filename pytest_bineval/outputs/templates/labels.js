@@ -2,7 +2,7 @@
   "use strict";
   // Labelling: mark verdicts agree / disagree (or yes / no for a judge error) and download the marks as a labels
   // file (JSON lines, the format of pytest_bineval.labels), built here: no server, no request. Every value comes
-  // from data attributes the template escaped; nothing here parses HTML (no innerHTML).
+  // from the page's text and data attributes (the template escaped them); nothing here parses HTML (no innerHTML).
   var bar = document.getElementById("labelling");
   if (!bar) return;
   var rows = JSON.parse(bar.getAttribute("data-rows"));  // per row of the grid: [test, index, output digest]
@@ -24,19 +24,69 @@
     return b;
   }
 
-  // Each verdict's controls, made from its list item (before any copy of it is made): the verdict's id, its
-  // evaluation's row, the question, its dimension and the judge's answer.
-  Array.prototype.forEach.call(document.querySelectorAll("li.verdict > .lab"), function (span) {
-    var item = span.parentElement;
+  // SHA-256 of a text's UTF-8 bytes, as hex: the question's digest is pytest_bineval.labels.question_digest, the
+  // first 16 hex digits of the SHA-256 of the text with its whitespace (Python's str.split) collapsed.
+  function ror(v, s) { return (v >>> s) | (v << (32 - s)); }
+  function sha256(text) {
+    var bytes = new TextEncoder().encode(text);
+    var k = [], h = [], p = 2, i, j;
+    function frac(x) { return ((x - Math.floor(x)) * 4294967296) | 0; }
+    for (; k.length < 64; p++) {  // the round constants and initial hash from the first primes' roots
+      for (j = 2; j * j <= p && p % j; j++) { /* trial division */ }
+      if (j * j > p) {
+        if (h.length < 8) h.push(frac(Math.sqrt(p)));
+        k.push(frac(Math.pow(p, 1 / 3)));
+      }
+    }
+    var n = bytes.length, total = ((n + 72) >> 6) << 4, words = [];
+    for (i = 0; i < total; i++) words[i] = 0;
+    for (i = 0; i < n; i++) words[i >> 2] |= bytes[i] << (24 - (i % 4) * 8);
+    words[n >> 2] |= 0x80 << (24 - (n % 4) * 8);
+    words[total - 2] = Math.floor(n / 536870912);  // the length in bits, high and low word
+    words[total - 1] = (n * 8) | 0;
+    for (j = 0; j < total; j += 16) {
+      var w = words.slice(j, j + 16), a = h.slice();
+      for (i = 0; i < 64; i++) {
+        if (i >= 16) {
+          var x15 = w[i - 15], x2 = w[i - 2];
+          w[i] = (w[i - 16] + (ror(x15, 7) ^ ror(x15, 18) ^ (x15 >>> 3)) + w[i - 7] +
+                  (ror(x2, 17) ^ ror(x2, 19) ^ (x2 >>> 10))) | 0;
+        }
+        var e = a[4], f = a[0];
+        var t1 = (a[7] + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & a[5]) ^ (~e & a[6])) + k[i] + w[i]) | 0;
+        var t2 = ((ror(f, 2) ^ ror(f, 13) ^ ror(f, 22)) + ((f & a[1]) ^ (f & a[2]) ^ (a[1] & a[2]))) | 0;
+        a = [(t1 + t2) | 0].concat(a.slice(0, 7));
+        a[4] = (a[4] + t1) | 0;
+      }
+      for (i = 0; i < 8; i++) h[i] = (h[i] + a[i]) | 0;
+    }
+    return h.map(function (v) { return ("0000000" + (v >>> 0).toString(16)).slice(-8); }).join("");
+  }
+  var SPACE = /[\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/;
+  function questionDigest(text) {
+    return sha256(text.split(SPACE).filter(Boolean).join(" ")).slice(0, 16);
+  }
+
+  // Each verdict's controls, made in its list item (before the inspector copies one): the verdict's id, its
+  // evaluation's row, the question and its digest, its dimension and the judge's answer.
+  Array.prototype.forEach.call(document.querySelectorAll("ol.verdicts > li.verdict"), function (item) {
+    var span = item.querySelector(":scope > .lab");
+    if (!span) {
+      span = document.createElement("span");
+      span.className = "lab";
+      item.appendChild(span);
+    }
     var row = rows[parseInt(item.closest(".detail").getAttribute("data-index"), 10)];
     var answer = item.querySelector(".a");
     var judge = ["yes", "no", "error"].filter(function (a) { return answer.classList.contains(a); })[0];
+    var question = item.querySelector(".q").textContent;
     span.setAttribute("data-lab", item.id.replace(/^v-/, ""));
     span.setAttribute("data-test", row[0]);
     span.setAttribute("data-index", String(row[1]));
     span.setAttribute("data-od", row[2]);
     span.setAttribute("data-dimension", item.querySelector(".vd").textContent.replace(/^\[|\]$/g, ""));
-    span.setAttribute("data-question", item.querySelector(".q").textContent);
+    span.setAttribute("data-question", question);
+    span.setAttribute("data-qd", questionDigest(question));
     span.setAttribute("data-judge", judge);
     if (judge === "error") {
       span.appendChild(button("yes", "your answer: yes"));
