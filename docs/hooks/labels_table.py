@@ -69,8 +69,8 @@ def tables() -> str:
     rng = random.Random(SEED)
     lines += ["", f"`bineval calibrate --min-kappa {BAR}` on simulated labels ({RUNS} labellings per row, "
               f"{BASE_RATE:.0%} of the verdicts labelled yes, the judge right on yes and no alike):", "",
-              f"| labels | fails a good judge (true kappa 0.8, {good:.1%} right) | passes a poor judge (true kappa 0.4, "
-              f"{bad:.1%} right) |", "|---|---|---|"]
+              f"| labels | fails a good judge (true kappa 0.8, {good:.1%} right) "
+              f"| passes a poor judge (true kappa 0.4, {bad:.1%} right) |", "|---|---|---|"]
     for n in SIZES:
         false_alarm = sum(fails_the_bar(n, good, rng) for _ in range(RUNS)) / RUNS
         missed = sum(not fails_the_bar(n, bad, rng) for _ in range(RUNS)) / RUNS

@@ -339,18 +339,18 @@ if __name__ == "__main__":  # python tests/test_html_browser.py REPORT.html [...
 # -- labelling in the page: marks, download, and the file through bineval calibrate ----------------------------
 
 ODD_QUESTION = "Does the summary keep \u00abcaf\u00e9\u00bb\u00a0and  the\u2003em space \u2014 \u65e5\u672c\ttogether?"
-LABELLING_CONFTEST = '''
+LABELLING_CONFTEST = f'''
 import json
 from pytest_bineval.testing import ScriptedModel
 
-ODD = %r
+ODD = {ODD_QUESTION!r}
 
 def questions(req):  # fluency's second question has odd whitespace and characters: its digest is made in the page
-    second = ODD if req.dimension == "fluency" else f"Does the response meet {req.dimension} check 2?"
-    return json.dumps({"questions": [
-        {"requirement": "r1", "question": f"Does the response meet {req.dimension} check 1?", "no_example": ""},
-        {"requirement": "r2", "question": second, "no_example": ""}]})
-''' % ODD_QUESTION + '''
+    second = ODD if req.dimension == "fluency" else f"Does the response meet {{req.dimension}} check 2?"
+    return json.dumps({{"questions": [
+        {{"requirement": "r1", "question": f"Does the response meet {{req.dimension}} check 1?", "no_example": ""}},
+        {{"requirement": "r2", "question": second, "no_example": ""}}]}})
+''' + '''
 
 def answer(req):
     if req.output in ("summary 0", "summary 1") and req.question.endswith("consistency check 1?"):
