@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from support import ANSWERS_FILE_RULE
 
+from pytest_bineval.cli import main
 from pytest_bineval.labels import Label, append_labels
 from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing.project import scripted_project
@@ -132,3 +133,6 @@ def test_the_gate_does_not_act_on_a_dimension_it_does_not_trust(pytester: pytest
     assert document.regressions is not None and not document.regressions.failed
     assert set(document.regressions.untrusted) == {"consistency", "fluency"}
     assert document.totals.regressions == 2  # shown and counted, not gated
+    # the report's own trust decision holds when the report is gated again against the baseline
+    assert main(["report", "r.json", "--baseline", "base.json", "--fail-on-regression=any"]) == 0
+    assert main(["report", "now.json", "--baseline", "base.json", "--fail-on-regression=any"]) == 1
