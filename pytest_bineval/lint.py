@@ -36,7 +36,7 @@ from .labels import question_digest
 from .models import Question
 from .pins import PIN_DIR, PinFile
 from .report.comparison import EDIT_SIMILARITY, similarity
-from .report.record import EvaluationRecord, questions_digest
+from .report.record import EvaluationRecord
 from .similarity import Lexical, content_words
 
 # A pair of questions is a duplicate only when, besides reading alike (difflib), at least this share of their content
@@ -204,7 +204,14 @@ def lint(paths: Sequence[str], report: str | None = None, *, alpha: float = DEFA
     from .report.document import ReportDocument
 
     result = LintResult(findings=[])
-    linted: set[str] = set()
+    linted: set[tuple[str, str]] = set()  # (dimension, question digest) of every question linted
+
+    def seen(questions: Sequence[Question]) -> bool:
+        return all((q.dimension, question_digest(q.text)) in linted for q in questions)
+
+    def mark(questions: Sequence[Question]) -> None:
+        linted.update((q.dimension, question_digest(q.text)) for q in questions)
+
     files = pin_files(paths)
     for path in files:
         try:
@@ -213,16 +220,15 @@ def lint(paths: Sequence[str], report: str | None = None, *, alpha: float = DEFA
             raise UsageError(str(exc)) from None
         for n, entry in enumerate(pins.entries, start=1):
             result.pin_entries += 1
-            linted.add(questions_digest(entry.checklist.questions))
+            mark(entry.checklist.questions)
             result.findings += lint_questions(entry.checklist.questions, f"{os.fspath(path)}, entry {n}", alpha=alpha)
     result.pin_files = len(files)
     if report is not None:
         records = ReportDocument.load(report).evaluations
         result.evaluations = len(records)
-        for rec in records:  # checklists no pin file linted (unpinned, or pins not given)
-            digest = questions_digest(rec.questions)
-            if rec.questions and digest not in linted:
-                linted.add(digest)
+        for rec in records:  # checklists no pin file linted (unpinned, or pins not given); a record's checklist
+            if rec.questions and not seen(rec.questions):  # is its checked dimensions' part of the pinned one
+                mark(rec.questions)
                 result.findings += lint_questions(rec.questions, f"{report}: checklist of {rec.key}", alpha=alpha)
         result.findings += constant_questions(records, report, min_outputs=min_outputs)
     order = {k: i for i, k in enumerate(KINDS)}

@@ -114,6 +114,9 @@ def test_lint_finds_the_planted_bad_questions_and_changes_nothing(tmp_path: Path
                                                              GOOD[0][1]: "yes" if i else "no"}, output=f"output {i}",
                       dimensions={text: d for d, text in planted}).model_copy(update={"questions": questions(planted)})
                for i in range(3)]  # judged with the pinned checklist
+    part = [q for q in questions(planted) if q.dimension == "fluency"]  # a test checking only some dimensions
+    records.append(record("tests/test_mod.py::test_fn[3]", {q.text: "no" for q in part}, output="output 3",
+                          dimensions={q.text: q.dimension for q in part}).model_copy(update={"questions": part}))
     report = tmp_path / "run.json"
     document(records).write(report)
     before = hashlib.sha256(pin.read_bytes()).hexdigest(), hashlib.sha256(report.read_bytes()).hexdigest()
@@ -126,7 +129,7 @@ def test_lint_finds_the_planted_bad_questions_and_changes_nothing(tmp_path: Path
     assert f"{report}: task 'Summarize the article.' [fluency] CONSTANT: 'Is the article on Fluency?': answered no" \
         in out
     assert f"{report}: task 'Summarize the article.' [consistency] CONSTANT: 'Does the summary name the city" in out
-    assert "FEW QUESTIONS" in out and "checklist of" not in out  # the report's checklist is the pinned one
+    assert "FEW QUESTIONS" in out and "checklist of" not in out  # the report's checklists are the pinned one's
     assert out.splitlines()[-1].startswith("bineval lint: ") and "nothing was changed" in out
     kinds = [f["kind"] for f in json.loads(out_json.read_text())["findings"]]
     assert kinds.count("vague") == 1 and kinds.count("duplicate") == 1 and "constant" in kinds
