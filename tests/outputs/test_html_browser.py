@@ -459,4 +459,13 @@ def test_labels_made_in_the_page_round_trip_through_bineval_calibrate(pytester: 
         assert p.inner_text("#lab-count") == "0 marked (0 agree, 0 disagree); 21 labelled in the run's labels file"
         assert p.locator(".detail ol.verdicts li.verdict .lab.marked").count() == 21
         assert p.locator("td.cell.labelled").count() == 21 and p.is_disabled("#lab-download")
+        # a mark of the page replaces the file's label until pressed again
+        item = p.locator(".detail.shown ol.verdicts li.verdict").first
+        pressed = item.locator("button[aria-pressed='true']").get_attribute("data-mark")
+        other = {"agree": "disagree", "disagree": "agree", "yes": "no", "no": "yes"}[pressed or ""]
+        item.locator(f"button[data-mark='{other}']").click()
+        assert p.inner_text("#lab-count").startswith("1 marked") and "(from the labels file)" not in item.inner_text()
+        item.locator(f"button[data-mark='{other}']").click()
+        assert p.inner_text("#lab-count").startswith("0 marked") and "(from the labels file)" in item.inner_text()
+        assert item.locator("button[aria-pressed='true']").get_attribute("data-mark") == pressed
         assert page.console_errors() == []

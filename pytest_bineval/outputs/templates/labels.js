@@ -167,7 +167,9 @@
 
   function save() {
     var kept = {};
-    own().forEach(function (id) { kept[id] = {answer: marks[id].answer, note: marks[id].note || ""}; });
+    own().forEach(function (id) {
+      kept[id] = {answer: marks[id].answer, note: marks[id].note || "", created: marks[id].created || ""};
+    });
     try {
       window.localStorage.setItem(storeKey, JSON.stringify({labeler: labeler.value, marks: kept}));
     } catch (e) { /* no storage (a private window): marks last as long as the page */ }
@@ -192,9 +194,16 @@
     return JSON.stringify(line) + "\n";
   }
 
-  Array.prototype.forEach.call(document.querySelectorAll(".lab[data-answer]"), function (span) {
-    var id = span.getAttribute("data-lab");
-    marks[id] = {answer: span.getAttribute("data-answer"), note: span.getAttribute("data-note") || "", fromFile: true};
+  // A verdict the run's labels file labels: its label, unless a mark of this page replaces it.
+  function fileLabel(id) {
+    var span = first(id);
+    if (span && span.hasAttribute("data-answer")) {
+      marks[id] = {answer: span.getAttribute("data-answer"), note: span.getAttribute("data-note") || "",
+                   fromFile: true};
+    }
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("ol.verdicts .lab[data-answer]"), function (span) {
+    fileLabel(span.getAttribute("data-lab"));
   });
   try {
     var stored = JSON.parse(window.localStorage.getItem(storeKey) || "null");
@@ -202,7 +211,9 @@
       labeler.value = stored.labeler || "";
       Object.keys(stored.marks).forEach(function (id) {
         var m = stored.marks[id];
-        if (first(id) && (m.answer === "yes" || m.answer === "no")) marks[id] = {answer: m.answer, note: m.note || ""};
+        if (first(id) && (m.answer === "yes" || m.answer === "no")) {
+          marks[id] = {answer: m.answer, note: m.note || "", created: m.created || ""};
+        }
       });
     }
   } catch (e) { /* unreadable storage: start afresh */ }
@@ -216,7 +227,10 @@
     var id = span.getAttribute("data-lab");
     var answer = answerOf(span, button.getAttribute("data-mark"));
     var m = marks[id];
-    if (m && !m.fromFile && m.answer === answer) delete marks[id];  // pressed again: unmarked
+    if (m && !m.fromFile && m.answer === answer) {  // pressed again: unmarked (the file's label, if any, is back)
+      delete marks[id];
+      fileLabel(id);
+    }
     else marks[id] = {answer: answer, note: m ? m.note : "", created: new Date().toISOString()};
     render(id);
     update();
@@ -246,7 +260,7 @@
     a.remove();
   });
   clear.addEventListener("click", function () {
-    own().forEach(function (id) { delete marks[id]; render(id); });
+    own().forEach(function (id) { delete marks[id]; fileLabel(id); render(id); });
     update();
     save();
   });
