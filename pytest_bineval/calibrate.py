@@ -68,6 +68,8 @@ class Calibration(BaseModel):
     labels: int = Field(default=0, description="labels in the file")
     used: int = Field(default=0, description="labels compared with a verdict of this run")
     judge_errors: int = Field(default=0, description="labels of verdicts the judge gave no answer to (not compared)")
+    code_checks: int = Field(default=0, description="labels of questions decided by code, not by the judge (not "
+                             "compared)")
     issues: list[LabelIssue] = Field(default_factory=list, description="labels not used: stale (said why), not in "
                                      "this report, superseded by a later line")
     overall: Agreement
@@ -129,7 +131,8 @@ def calibrate(records: Sequence[EvaluationRecord], labels: Sequence[LabelLine], 
         for m in answered if m.verdict.answer != m.label.answer]
     return Calibration(
         labels_file=labels_file, judge=sorted({m.record.model for m in answered if m.record.model}),
-        labels=len(labels), used=len(answered), judge_errors=len(matching.judge_errors), issues=matching.issues,
+        labels=len(labels), used=len(answered), judge_errors=len(matching.judge_errors),
+        code_checks=len(matching.code_checks), issues=matching.issues,
         overall=_agreement(answered), dimensions=dimensions, disagreements=disagreements,
         labelled=[LabelledVerdict(key=m.record.key, question_id=m.verdict.question_id, answer=m.label.answer,
                                   labeler=m.label.labeler, note=m.label.note) for m in matching.matched])
@@ -170,7 +173,7 @@ def counts_text(cal: Calibration) -> str:
     """``20 labels: 17 used, 2 stale, 1 not in this report, 0 superseded, 0 of judge errors``"""
     return (f"{cal.labels} label{'s' if cal.labels != 1 else ''}: {cal.used} used, {cal.count('stale')} stale, "
             f"{cal.count('not in report')} not in this report, {cal.count('superseded')} superseded, "
-            f"{cal.judge_errors} of judge errors")
+            f"{cal.judge_errors} of judge errors" + (f", {cal.code_checks} of code checks" if cal.code_checks else ""))
 
 
 def calibration_text(cal: Calibration, *, title: str = "", questions: bool = True) -> list[str]:

@@ -9,7 +9,7 @@ input, so a script (or a test) can pipe them in.
 
 Which verdicts: the evaluations in a random order (``--seed``), up to ``--per-output`` random questions of each,
 ``--limit`` in all: labels spread over outputs and questions, which is what an agreement estimate needs. Judge
-errors are not asked (there is no answer to agree with).
+errors are not asked (there is no answer to agree with), nor questions a check decides by code (no judge answered them).
 
 Every text shown is the report's, and the output under test is untrusted: control characters (an escape sequence
 that would recolour or rewrite the terminal) are shown as ``\\x1b``, bidirectional controls as ``<U+202E>``.
@@ -47,16 +47,17 @@ def _clip(text: str, limit: int) -> str:
 def candidates(records: Sequence[EvaluationRecord], labels: Sequence[LabelLine], *, seed: int = 0,
                per_output: int = 5, limit: int = 50, dimension: str | None = None
                ) -> list[tuple[EvaluationRecord, Verdict]]:
-    """The verdicts to ask about: not labelled yet (by a fresh label), answered by the judge, of ``dimension``
-    when given; evaluations shuffled by ``seed``, up to ``per_output`` random ones of each, ``limit`` in all."""
+    """The verdicts to ask about: not labelled yet (by a fresh label), answered by the judge (not by code), of
+    ``dimension`` when given; evaluations shuffled by ``seed``, up to ``per_output`` random ones of each, ``limit``
+    in all."""
     done = match_labels(labels, records).labelled()
     rng = random.Random(seed)
     order = list(records)
     rng.shuffle(order)
     out: list[tuple[EvaluationRecord, Verdict]] = []
     for rec in order:
-        open_ = [v for v in rec.verdicts if v.answer != "error" and (rec.key, v.question_id) not in done
-                 and (dimension is None or v.dimension == dimension)]
+        open_ = [v for v in rec.verdicts if v.answer != "error" and v.decided_by != "code"
+                 and (rec.key, v.question_id) not in done and (dimension is None or v.dimension == dimension)]
         picked = sorted(rng.sample(open_, min(per_output, len(open_))), key=open_.index)
         out += [(rec, v) for v in picked]
     return out[:limit]

@@ -187,12 +187,18 @@ class Matching:
 
     @property
     def answered(self) -> list[Matched]:
-        """The matched labels whose verdict the judge answered (a judge error is compared with nothing)."""
-        return [m for m in self.matched if m.verdict.answer != "error"]
+        """The matched labels whose verdict the judge answered (a judge error, or a question code decides, is
+        compared with nothing)."""
+        return [m for m in self.matched if m.verdict.answer != "error" and m.verdict.decided_by != "code"]
+
+    @property
+    def code_checks(self) -> list[Matched]:
+        """The matched labels of questions a check decides by code: not the judge's answers."""
+        return [m for m in self.matched if m.verdict.decided_by == "code"]
 
     @property
     def judge_errors(self) -> list[Matched]:
-        return [m for m in self.matched if m.verdict.answer == "error"]
+        return [m for m in self.matched if m.verdict.answer == "error" and m.verdict.decided_by != "code"]
 
     def labelled(self) -> set[tuple[str, str]]:
         """(evaluation key, question id) of every verdict a label speaks of."""

@@ -124,3 +124,15 @@ def test_a_question_asked_in_two_dimensions_is_matched_in_the_labelled_one() -> 
         lab = Label(test="t.py::test_a", question=Q1, answer="yes", dimension=dimension)
         (m,) = match_labels(lines(lab), [rec]).matched
         assert (m.verdict.dimension, m.verdict.answer) == (dimension, answer)
+
+
+def test_a_label_of_a_question_decided_by_code_is_not_the_judges() -> None:
+    rec = record("t.py::test_a", {Q1: "yes", Q2: "no"})
+    code = rec.verdicts[1].model_copy(update={"decided_by": "code"})
+    rec = rec.model_copy(update={"verdicts": [rec.verdicts[0], code]})
+    m = match_labels(lines(label(rec, Q1, "yes"), label(rec, Q2, "no")), [rec])
+    assert [x.verdict.question for x in m.answered] == [Q1]
+    assert [x.verdict.question for x in m.code_checks] == [Q2] and not m.judge_errors
+    from pytest_bineval.labelling import candidates
+
+    assert [v.question for _, v in candidates([rec], [])] == [Q1]  # bineval label does not ask about it

@@ -71,6 +71,11 @@
   // evaluation's row, the question and its digest, its dimension and the judge's answer.
   Array.prototype.forEach.call(document.querySelectorAll("ol.verdicts > li.verdict"), function (item) {
     var span = item.querySelector(":scope > .lab");
+    if (span && span.hasAttribute("data-code")) {  // a check decided it, not the judge: nothing to label
+      span.className = "lab-code";
+      span.textContent = "decided by code";
+      return;
+    }
     if (!span) {
       span = document.createElement("span");
       span.className = "lab";
