@@ -3,17 +3,19 @@ how wide the 95% interval of an agreement is on n labels (:func:`pytest_bineval.
 ``bineval calibrate --min-kappa 0.6`` decides wrongly on n labels (a seeded simulation of labelling).
 
 The page holds them between ``<!-- labels-table:start -->`` and ``<!-- labels-table:end -->``. As an mkdocs hook this
-module writes them into the page at build time; ``tests/unit/test_labels_table.py`` fails when the committed page
-differs, and ``python docs/hooks/labels_table.py`` rewrites it.
+module writes them into the page at build time; ``tests/unit/test_docs.py`` fails when the committed page differs,
+and ``python docs/hooks/labels_table.py`` rewrites it.
 """
 
 from __future__ import annotations
 
 import random
-import re
 import sys
 from pathlib import Path
 from typing import Any
+
+# the sibling hook: mkdocs (and the tests) load a hook with its directory on the path
+from options_reference import fill_between
 
 PAGE = Path(__file__).resolve().parent.parent / "know-your-judge.md"
 START, END = "<!-- labels-table:start -->", "<!-- labels-table:end -->"
@@ -85,11 +87,7 @@ def tables() -> str:
 
 def fill(markdown: str) -> str:
     """``markdown`` with the computed tables between the markers (a ValueError when a marker is missing)."""
-    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.DOTALL)
-    if not pattern.search(markdown):
-        raise ValueError(f"{PAGE.name} lacks the markers {START} ... {END}")
-    text = tables()
-    return pattern.sub(lambda _: f"{START}\n{text}{END}", markdown)
+    return fill_between(markdown, START, END, tables(), PAGE.name)
 
 
 def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
