@@ -22,12 +22,14 @@ from .outputs.base import output_log
 if TYPE_CHECKING:
     from .models import Checklist
     from .session import Bineval, BinevalService, TestContext
+    from .trust import RunLabels
 
 OPTIONS = pytest.StashKey[Options]()
 SERVICE = pytest.StashKey["BinevalService"]()
 CONTEXT = pytest.StashKey["TestContext"]()
 DEFINED = pytest.StashKey[set[str]]()  # the dimensions the markers of the collected tests name (before -k / -m)
 OPTIMIZER = pytest.StashKey[Any]()  # the --bineval-optimize loop (optimize.rerun.OptimizeRunner), on the controller
+LABELS = pytest.StashKey["RunLabels"]()  # --bineval-labels, read at configure on the controller
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,6 +57,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[OPTIONS] = options
     if options.settings.judge_prompt is not None or (options.baseline and not _is_worker(config)):
         _service(config)  # files read up front: an unreadable one is a usage error before any test runs
+    if (options.labels or options.trust_kappa is not None) and not _is_worker(config):
+        labels = _read_labels(config, options)
+        if labels is not None:
+            config.stash[LABELS] = labels
     outputs.register(config, options)
     if options.optimize and not _is_worker(config):
         from .optimize.rerun import OptimizeRunner
@@ -68,6 +74,16 @@ def pytest_configure(config: pytest.Config) -> None:
                                 options.max_iterations, show=show)
         config.stash[OPTIMIZER] = runner
         config.pluginmanager.register(runner, "bineval-optimize")
+
+
+def _read_labels(config: pytest.Config, options: Options) -> RunLabels | None:
+    """--bineval-labels: read before any test runs (a bad file is a usage error)."""
+    from .trust import RunLabels
+
+    try:
+        return RunLabels.read(options.labels, options.trust_kappa, config.rootpath)
+    except BinevalError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _service(config: pytest.Config) -> BinevalService:
@@ -271,9 +287,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if options.optimize:
         optimized = config.stash[OPTIMIZER].finish(service.records)
     regressions = service.compare()
+    labels = config.stash.get(LABELS, None)
+    calibration = None
+    if labels is not None:  # the judge against the team's labels; with a trust bar, the gate trusts only some
+        calibration, regressions = labels.judge(service.records, regressions, gating=bool(options.fail_on_regression))
+        service.regressions = regressions
     if regressions is not None and regressions.failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --bineval-fail-on-regression
     document = service.report_document(optimized, partial=_partial_reason(session))
+    if calibration is not None:
+        document = document.model_copy(update={"calibration": calibration})
     config.hook.pytest_bineval_finished(config=config, document=document)
     if output_log(config).failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a report file asked for is missing

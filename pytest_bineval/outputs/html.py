@@ -26,6 +26,7 @@ from ..models import Verdict, cost_text
 from ..report.comparison import BaselineDiff, QuestionChange, RegressionReport
 from ..report.document import ReportDocument
 from ..report.record import DimensionResult, EvaluationRecord
+from .labelling_html import LabellingView
 
 # -- the view the template lays out -------------------------------------------------------------------------
 
@@ -375,14 +376,16 @@ def render_html(document: ReportDocument, comparison: RegressionReport | None = 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("pytest_bineval.outputs", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    style, script = _asset("report.css"), _asset("report.js")
+    style = _asset("report.css") + _asset("labels.css")  # labelling: outputs/labelling_html.py
+    script = _asset("report.js") + _asset("labels.js")
     for text in (style, script):
         if "</" in text:  # would end the inline element early
             raise AssertionError("an inline asset of the HTML report must not contain '</'")
     csp = (f"default-src 'none'; style-src {_csp_hash(style)}; script-src {_csp_hash(script)}; "
            "img-src data:; base-uri 'none'; form-action 'none'")
     return env.get_template("report.html.j2").render(
-        view=view, doc=document, totals=document.totals, style=Markup(style), script=Markup(script), csp=csp)
+        view=view, doc=document, totals=document.totals, style=Markup(style), script=Markup(script), csp=csp,
+        labelling=LabellingView.of(document))
 
 
 def write_html(path: str | os.PathLike[str], document: ReportDocument,

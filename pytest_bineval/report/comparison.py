@@ -150,6 +150,9 @@ class RegressionReport(BaseModel):
     gate_option: str = Field(default="--bineval-fail-on-regression", description="the option that set the gate, "
                              "as the gate's text names it: --bineval-fail-on-regression (a pytest run) or bineval "
                              "report --fail-on-regression (the gate of a report file)")
+    untrusted: dict[str, str] = Field(default_factory=dict, description="dimensions the gate does not act on, as "
+                                      "--bineval-trust-kappa decided (pytest_bineval.trust) -> why: their changes "
+                                      "are shown, not gated")
 
     def changes(self, kind: ChangeKind) -> list[tuple[EvaluationDiff, QuestionChange]]:
         """The changes of ``kind``, except those of slightly edited questions (:meth:`edited_changes`)."""
@@ -184,15 +187,15 @@ class RegressionReport(BaseModel):
         """What the gate fails this run for, without the option, or None: significant regressions of dimensions,
         or with ``fail_on="any"`` any regression flip or score drop beyond the tolerance."""
         if self.fail_on != "any":
-            n = len(self.regressed())
+            n = sum(s.name not in self.untrusted for _, s in self.regressed())
             if not n:
                 return None
             return (f"{n} dimension{'s' if n != 1 else ''} regressed significantly (p < {self.alpha:g}) vs baseline "
                     f"{self.baseline}")
         parts = []
-        if n := len(self.changes("regression")):
+        if n := sum(c.dimension not in self.untrusted for _, c in self.changes("regression")):
             parts.append(f"{n} regression{'s' if n != 1 else ''}")
-        if n := len(self.score_drops()):
+        if n := sum(s.name not in self.untrusted for _, s in self.score_drops()):
             parts.append(f"{n} score drop{'s' if n != 1 else ''} beyond tolerance {self.tolerance:.2f}")
         if not parts:
             return None

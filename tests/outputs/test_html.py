@@ -167,7 +167,7 @@ def test_diff_marks_regressions_fixes_and_new_or_removed_evaluations() -> None:
     page = render_html(now, comparison)
     assert "1 regressed question(s)" in page and "1 new judge error(s)" in page and "1 gone: t::gone" in page
     assert '<input type="radio" name="show" value="regressed">' in page  # the filter is enabled
-    assert '<span class="was">regression; baseline: yes &ndash; scripted yes</span></li>' in page
+    assert '<span class="was">regression; baseline: yes &ndash; scripted yes</span>' in page
 
 
 def test_repeats_mark_unstable_answers_and_an_unstable_flip_is_not_a_regression() -> None:
