@@ -1,4 +1,4 @@
-"""The engine: one cache, the clients, a running usage total, and the two operations (checklist generation,
+"""The engine: one cache, the clients, the ledger it adds its usage into, and the two operations (checklist generation,
 evaluation). Its :class:`~pytest_bineval.settings.Settings` are the one definition of every default."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .models import Checklist, ConfirmCost, Evaluation, ExplainMode, Usage, Verd
 from .prompting import Prompt, load_judge_prompt
 from .qworld import QworldConfig, parse_widths
 from .repeats import combine_repeats
+from .report.ledger import RunLedger
 from .settings import Settings
 from .similarity import Similarity, make_similarity
 
@@ -46,26 +47,26 @@ def reply_cache(s: Settings) -> ResponseCache:
 
 
 class Engine:
-    """Generates checklists and evaluates outputs; keeps a running total of usage (every request made) and the
-    session's structured-output negotiation (``formats``: what each model's provider accepts, learned once)."""
+    """Generates checklists and evaluates outputs; adds what it spends (every request made) into its
+    :class:`~pytest_bineval.report.ledger.RunLedger` (the one it is given: the session's in a pytest run; else a
+    private one), and keeps the session's structured-output negotiation (``formats``: what each model's provider
+    accepts, learned once)."""
 
-    def __init__(self, settings: Settings | None = None, *, cache: ResponseCache | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, cache: ResponseCache | None = None,
+                 ledger: RunLedger | None = None) -> None:
         self.settings = settings or Settings()
         if cache is None and self.settings.cache != "off":
             cache = reply_cache(self.settings)
         self.cache = cache
-        self.usage = Usage()
-        self.checklist_usage = Usage()  # of that, what checklist generation spent (no evaluation record carries it)
-        self.confirm_cost = ConfirmCost()  # what --bineval-confirm asked (its re-asks' usage is in the total)
-        # assert_passes may run in several threads of one test (each with its event loop): the running total is
-        # updated under this lock, so that no request, token or cache hit of a concurrent evaluation is lost
+        self.ledger = ledger if ledger is not None else RunLedger()
+        # assert_passes may run in several threads of one test (each with its event loop): what is spent is added
+        # under this lock, so that no request, token or cache hit of a concurrent evaluation is lost
         self._usage_lock = threading.Lock()
         s = self.settings
         self.budget: Budget | None = None
         if s.budget is not None:
             b = parse_budget(s.budget)
             self.budget = Budget(b.amount, b.unit, workers=max(1, s.budget_workers))
-        self.budget_refused = 0  # evaluations and checklist generations refused: the budget was spent
         self.formats = FormatNegotiator()
         self._judge_prompt: Prompt | None = None
         self._similarity: dict[tuple[str, float | None], Similarity | None] = {}  # loaded once (MiniLM: 90 MB)
@@ -79,26 +80,32 @@ class Engine:
 
         return prompt_digest(self._judge_prompt if self._judge_prompt is not None else load_prompt("judge"))
 
+    @property
+    def usage(self) -> Usage:
+        """Everything spent so far, as the ledger counts it (read-only: :meth:`add_usage` adds to it)."""
+        return self.ledger.usage
+
     def add_usage(self, usage: Usage, *, checklist: bool = False, confirm: ConfirmCost | None = None) -> None:
-        """Add ``usage`` to the running total, atomically (evaluations may run in several threads at once);
-        ``checklist``: spent generating a checklist (kept apart too: :attr:`checklist_usage`); ``confirm``: what
-        confirming an evaluation asked (``usage`` is its re-asks'; kept apart too: :attr:`confirm_cost`)."""
+        """Add ``usage`` to the ledger, atomically (evaluations may run in several threads at once);
+        ``checklist``: spent generating a checklist (counted apart too: ``ledger.checklist_usage``); ``confirm``:
+        what confirming an evaluation asked (``usage`` is its re-asks'; counted apart too: ``ledger.confirm_cost``)."""
+        ledger = self.ledger
         with self._usage_lock:
-            self.usage = self.usage + usage
+            ledger.usage = ledger.usage + usage
             if checklist:
-                self.checklist_usage = self.checklist_usage + usage
+                ledger.checklist_usage = ledger.checklist_usage + usage
             if confirm is not None:
-                self.confirm_cost = self.confirm_cost + confirm
+                ledger.confirm_cost = ledger.confirm_cost + confirm
 
     def check_budget(self) -> None:
         """Raise :class:`BudgetReachedError` (and count the refusal) when the budget is spent (:mod:`.budget`)."""
         if self.budget is None:
             return
         with self._usage_lock:
-            u = self.usage
+            u = self.ledger.usage
             why = self.budget.refusal(u.cost_usd, u.prompt_tokens + u.completion_tokens, u.unpriced_requests)
             if why is not None:
-                self.budget_refused += 1
+                self.ledger.budget_refused += 1
         if why is not None:
             raise BudgetReachedError(why)
 

@@ -5,8 +5,6 @@ pytest-xdist workers send to the controller."""
 from __future__ import annotations
 
 import contextvars
-import dataclasses
-import json
 import os
 import threading
 import time
@@ -19,14 +17,15 @@ from .dimensions import BUILTIN, DimensionsArg, did_you_mean, resolve_dimensions
 from .engine import Engine, run_sync
 from .errors import PinError, UsageError
 from .markers import MarkerArgs
-from .models import Checklist, ConfirmCost, Evaluation, ScoreKind, Usage
+from .models import Checklist, Evaluation, ScoreKind
 from .options import Options
 from .pins import PinFile, entry_id, update_pin
 from .qworld import DEFAULT_TASK, qworld_dimensions
 from .report.comparison import RegressionReport
-from .report.document import OptimizeOutcome, ReportDocument, ReportSettings, Totals
+from .report.document import OptimizeOutcome, ReportDocument, ReportSettings
 from .report.ledger import RunLedger
 from .report.record import ChecklistStatus, EvaluationRecord, JudgedBy, Location, UnscoredTest
+from .report.relay import WorkerRelay
 
 Threshold = float | Mapping[str, float]
 
@@ -40,9 +39,18 @@ class TestContext:
     marker: MarkerArgs = field(default_factory=MarkerArgs)
     fixture_task: Callable[[], str | None] | None = None  # resolved only when needed
     pin_path: Path | None = None  # this test's pinned-checklist file
-    records: list[EvaluationRecord] = field(default_factory=list)
-    unscored: list[UnscoredTest] = field(default_factory=list)  # this test, if it errored before any record
+    found: RunLedger = field(default_factory=RunLedger)  # this attempt's own entries (the ledger's per-test fields)
     warned_missing_source: set[tuple[str | None, tuple[str, ...]]] = field(default_factory=set)  # per checklist
+
+    @property
+    def records(self) -> list[EvaluationRecord]:
+        """This attempt's evaluations."""
+        return self.found.records
+
+    @property
+    def unscored(self) -> list[UnscoredTest]:
+        """This attempt's unscored entry, if it errored before any record."""
+        return self.found.unscored
 
     @property
     def test_name(self) -> str:
@@ -114,41 +122,26 @@ def current() -> TestContext | None:
 
 
 @dataclass
-class WorkerProgress:
-    """What a pytest-xdist worker reported finished, test by test (see :meth:`BinevalService.note_progress`)."""
-
-    tests: dict[str, RunLedger] = field(default_factory=dict)  # per test: its last attempt's records and outcome
-    latest: RunLedger = field(default_factory=RunLedger)  # the worker's running counts, as of its last test
-
-    def ledger(self) -> RunLedger:
-        """The worker's ledger as far as it reported: the running counts once, every test's own entries."""
-        merged = dataclasses.replace(self.latest, records=[], unscored=[], failed_tests=set(), ran_tests=set())
-        for test in self.tests.values():
-            merged.records.extend(test.records)
-            merged.unscored.extend(test.unscored)
-            merged.failed_tests |= test.failed_tests
-            merged.ran_tests |= test.ran_tests
-        return merged
-
-
-@dataclass
 class BinevalService:
     """The ``bineval`` session fixture: configuration, cache, checklists and the run's records."""
 
     options: Options
     engine: Engine
     rootpath: Path = field(default_factory=Path.cwd)
-    ledger: RunLedger = field(default_factory=RunLedger)  # what this run found (and the xdist workers sent)
     on_record: Callable[[EvaluationRecord], object] | None = None
     baseline: ReportDocument | None = None  # --bineval-baseline, read by load_baseline()
     regressions: RegressionReport | None = None  # this run vs the baseline, made by compare()
     attempts: dict[str, int] = field(default_factory=dict)  # contexts made per running test (re-runs make more)
-    # pytest-xdist controller: what each worker reported finished, until its ledger arrives (see note_progress)
-    progress: dict[str, WorkerProgress] = field(default_factory=dict)
+    relay: WorkerRelay = field(default_factory=WorkerRelay)  # pytest-xdist: what workers reported, test by test
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
     # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
     started_ns: int = field(default_factory=time.time_ns)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # records (threads)
+
+    @property
+    def ledger(self) -> RunLedger:
+        """What this run found and spent (the engine adds into it; the xdist workers' ledgers are merged in)."""
+        return self.engine.ledger
 
     @property
     def records(self) -> list[EvaluationRecord]:
@@ -297,7 +290,7 @@ class BinevalService:
                 prompt_version=checklist.prompt_version, output=output, source=source, prompt=ctx.marker.prompt,
                 location=location, gate=self.options.gate, score_kind=score_kind, strategy=checklist.strategy,
             )
-            ctx.records.append(rec)
+            ctx.found.records.append(rec)
             self.ledger.records.append(rec)
         if self.on_record is not None:
             self.on_record(rec)
@@ -353,9 +346,20 @@ class BinevalService:
         """The test errored (a bineval error) and no record of it says why: keep it for the totals and reports."""
         if any(r.outcome == "error" for r in ctx.records):
             return  # a judge error: its record says so
-        entry = UnscoredTest.build(ctx.nodeid, error, message)
-        ctx.unscored.append(entry)
-        self.ledger.unscored.append(entry)
+        self._found(ctx, RunLedger(unscored=[UnscoredTest.build(ctx.nodeid, error, message)]))
+
+    def call_ended(self, ctx: TestContext, *, failed: bool) -> None:
+        """The test's call ran (a baseline test that did not run is "not run", not "removed"), and failed or not;
+        this attempt decides (a passing attempt of a re-run is no longer failed)."""
+        with self._lock:
+            self.ledger.failed_tests.discard(ctx.nodeid)
+        self._found(ctx, RunLedger(ran_tests={ctx.nodeid}, failed_tests={ctx.nodeid} if failed else set()))
+
+    def _found(self, ctx: TestContext, entries: RunLedger) -> None:
+        """Add a test's own ``entries`` to its context and to the run's ledger."""
+        with self._lock:
+            ctx.found.merge(entries)
+            self.ledger.merge(entries)
 
     def keep_last_attempt(self, nodeid: str, ctx: TestContext | None) -> None:
         """After a test's protocol: what earlier attempts of it recorded (a re-run plugin ran it again) is
@@ -375,28 +379,7 @@ class BinevalService:
             ledger.unscored[:] = [u for u in ledger.unscored
                                   if u.test != nodeid or any(u is k for k in kept_unscored)]
 
-    # -- run totals and the report ----------------------------------------------------------------------
-    def usage(self) -> Usage:
-        """Everything this process's engine and the merged-in ledgers (xdist workers) spent."""
-        return self.engine.usage + self.ledger.usage
-
-    def confirm_cost(self) -> ConfirmCost:
-        """What --bineval-confirm asked in this process and the merged-in ledgers."""
-        return self.engine.confirm_cost + self.ledger.confirm_cost
-
-    def checklist_usage(self) -> Usage:
-        """Of :meth:`usage`, what checklist generation spent."""
-        return self.engine.checklist_usage + self.ledger.checklist_usage
-
-    def totals(self) -> Totals:
-        return self._run_ledger().totals(self.regressions)
-
-    def _run_ledger(self) -> RunLedger:
-        """The run's ledger with this process's engine's usage in it."""
-        return RunLedger(usage=self.engine.usage, checklist_usage=self.engine.checklist_usage,
-                         confirm_cost=self.engine.confirm_cost,
-                         budget_refused=self.engine.budget_refused).merge(self.ledger)
-
+    # -- the run's report -----------------------------------------------------------------------------------
     def judged_by(self) -> JudgedBy:
         """What judged this run: the judge model(s), the judge prompt (its digest), the prompts' version, and the
         checklist of each evaluation."""
@@ -421,54 +404,9 @@ class BinevalService:
         notes = [*self.cache_notes(), *self.threshold_notes()]
         if self.options.fail_on_regression and not self.options.baseline:
             notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")
-        return self._run_ledger().document(settings, regressions=self.regressions, optimize=optimized, notes=notes,
+        return self.ledger.document(settings, regressions=self.regressions, optimize=optimized, notes=notes,
                                            partial=partial, judged_by=self.judged_by(),
                                            confirm=(s.confirm, s.confidence) if s.confirm else None)
-
-    # -- pytest-xdist: a worker's ledger, merged by the controller ------------------------------------------
-    def worker_payload(self) -> str:
-        """This worker's ledger, its engine's usage included."""
-        return self._run_ledger().dumps()
-
-    def merge_worker(self, payload: str, worker: str | None = None) -> None:
-        """Merge a worker's ledger (sent at its session's end); what it reported test by test is then replaced."""
-        if worker is not None:
-            self.progress.pop(worker, None)
-        self.ledger.merge(RunLedger.loads(payload))
-
-    def progress_payload(self, ctx: TestContext) -> str:
-        """A worker's progress after a test's teardown, sent with its report: the test's records and unscored
-        entry (this attempt's), whether it ran and failed, and the worker's running counts (usage, checklists,
-        pins). The controller keeps them until the worker's ledger arrives, which it never does when the run is
-        interrupted (Ctrl-C) or the worker crashes: then what the worker finished still counts."""
-        led, nodeid = self.ledger, ctx.nodeid
-        progress = RunLedger(
-            records=list(ctx.records), unscored=list(ctx.unscored), failed_tests=led.failed_tests & {nodeid},
-            ran_tests=led.ran_tests & {nodeid}, usage=self.engine.usage, checklist_usage=self.engine.checklist_usage,
-            confirm_cost=self.engine.confirm_cost, budget_refused=self.engine.budget_refused,
-            checklists_generated=led.checklists_generated, pins_written=list(led.pins_written),
-            pin_actions=list(led.pin_actions), unpinned=set(led.unpinned), rerun_evaluations=led.rerun_evaluations,
-            dimensions_checked=set(led.dimensions_checked), notes=list(led.notes))
-        return json.dumps({"test": nodeid, "ledger": progress.to_json()})
-
-    def note_progress(self, worker: str, payload: str) -> None:
-        """The controller's side of :meth:`progress_payload`: the latest running counts of ``worker`` and the last
-        attempt of each of its tests."""
-        data = json.loads(payload)
-        ledger = RunLedger.from_json(data["ledger"])
-        progress = self.progress.setdefault(worker, WorkerProgress())
-        progress.tests[data["test"]] = progress.latest = ledger
-
-    def merge_unfinished_workers(self) -> None:
-        """At the controller's session end: the progress of the workers whose ledger never arrived (interrupted,
-        or crashed) is merged, with a note saying so."""
-        for worker, progress in sorted(self.progress.items()):
-            self.ledger.merge(progress.ledger())
-            self.ledger.notes.append(
-                f"bineval: pytest-xdist worker {worker} ended before sending its results (interrupted, or it "
-                f"crashed): the report counts the {len(progress.tests)} test(s) it finished, and what it spent up "
-                "to the last of them")
-        self.progress.clear()
 
     def close(self) -> None:
         self.engine.close()

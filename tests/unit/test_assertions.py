@@ -39,7 +39,7 @@ def test_one_engine_makes_the_checklist_and_judges_the_output(fake: ScriptedMode
     assert ev.scores["fluency"] == 1.0
     assert len(outside_pytest) == 1  # was two: one to generate the checklist, one to judge
     (engine,) = outside_pytest
-    assert engine.usage.llm_calls == engine.checklist_usage.llm_calls + ev.usage.llm_calls
+    assert engine.usage.llm_calls == engine.ledger.checklist_usage.llm_calls + ev.usage.llm_calls
 
 
 def test_the_request_is_resolved_once_with_the_input_checked_first(outside_pytest: list[Engine]) -> None:
