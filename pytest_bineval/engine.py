@@ -109,6 +109,23 @@ class Engine:
         if why is not None:
             raise BudgetReachedError(why)
 
+    def cache_notes(self) -> list[str]:
+        """A read-only (or replay) cache directory that holds no cache: said plainly, since nothing else fails (in
+        CI it means the step that restores the cache found none, or put it elsewhere)."""
+        s = self.settings
+        if s.cache not in ("read-only", "replay") or s.cache_url:
+            return []
+        directory = Path(s.cache_dir)
+        if (directory / "cache.db").is_file():
+            return []
+        what = "it holds no cache.db" if directory.is_dir() else "no such directory"
+        then = ("every question was sent to the judge" if s.cache == "read-only"
+                else "every reply was missing (replay sends no request)")
+        return [f"bineval: --bineval-cache {s.cache} (or the bineval_cache ini key), but there is no cache at "
+                f"{directory} ({what}): {then} and nothing was written. In CI this means the cache was not restored: "
+                f"the restore step found no cache for its key, or restored it to another path than the cache "
+                f"directory (--bineval-cache-dir / bineval_cache_dir); check that step's log."]
+
     def client(self, model: str, *, repeat: int = 0, deadline: float | None = None) -> LLMClient:
         """A client of ``model`` sharing this engine's cache and negotiation; ``repeat`` > 0 keys its cache entries
         apart (``Settings.repeats``); ``deadline``: a ``time.monotonic()`` instant none of its requests goes past."""
@@ -166,7 +183,9 @@ class Engine:
                         model: str | None = None, prompt: Prompt | None = None,
                         question_first: bool = False, explain: ExplainMode | None = None) -> Evaluation:
         """Judge ``output``; ``prompt``: an evaluator prompt for this call (default: the settings' judge prompt,
-        else the packaged one); ``explain``: the explain mode for this call (default: the settings')."""
+        else the packaged one); ``explain``: the explain mode for this call (default: the settings'). The input is
+        checked by the caller, where it came in (:meth:`evaluate` checks it; so do ``assert_passes`` and
+        ``pytest_bineval.evaluate``)."""
         self.check_budget()
         name = model or self.settings.judge_model
         # The embedded model is one in-process instance: ask its questions back to back.

@@ -216,6 +216,8 @@ def explanation_messages(messages: list[dict[str, Any]], answer_reply: str) -> l
 
 
 def check_output(output: object, source: object) -> None:
+    """The input's one check, where it comes in: an output that is not a ``str`` (or a source neither ``str`` nor
+    None) is an :class:`ArgumentTypeError` before anything is asked."""
     if not isinstance(output, str):
         raise ArgumentTypeError(f"the output under test must be a str, not {type(output).__name__}")
     if source is not None and not isinstance(source, str):
@@ -372,9 +374,9 @@ async def judge(
     An empty output is judged like any other (each question is still asked; a sound judge says no).
     Output and source too large for the judge's context raise :class:`InputTooLargeError` once every question
     already being asked has finished (none is left running; none not yet asked is asked), with the usage of
-    every request made (the failed ones too).
+    every request made (the failed ones too). The input was checked where it came in (``assert_passes``,
+    ``evaluate``, ``Engine.evaluate``: :func:`check_output`).
     """
-    check_output(output, source)
     semaphore = asyncio.Semaphore(max(1, concurrency))
     stop = asyncio.Event()  # set by a question that raised: the questions not asked yet are not asked
     blank = judge_messages(checklist.task, source, output, Question(id="", dimension="", text=""),

@@ -20,8 +20,9 @@ from .options import Options, add_options, read_options
 from .outputs.base import output_log
 
 if TYPE_CHECKING:
+    from .fixture import Bineval
     from .models import Checklist
-    from .session import Bineval, BinevalService, TestContext
+    from .session import BinevalService, TestContext
 
 OPTIONS = pytest.StashKey[Options]()
 SERVICE = pytest.StashKey["BinevalService"]()
@@ -135,7 +136,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def bineval(pytestconfig: pytest.Config) -> Bineval:
     """The session's pytest-bineval service: ``bineval.checklist(task, dimensions)``,
     ``bineval.evaluate(output, checklist, source)``, ``bineval.options``, ``bineval.records``."""
-    from .session import Bineval
+    from .fixture import Bineval
 
     return Bineval(_service(pytestconfig))
 
@@ -151,7 +152,8 @@ def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
     from pathlib import Path
 
     from .pins import pin_path
-    from .session import TestContext, reset_current, set_current
+    from .scope import reset_current, set_current
+    from .session import TestContext
 
     item = request.node
     path = getattr(item, "path", None)

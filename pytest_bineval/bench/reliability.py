@@ -256,7 +256,7 @@ def run_scenario(scenario: Scenario, *, questions: int = 2, retries: int = 2, ti
     one streamed request per question, the server streaming its chat completions; off: the two-request path)."""
     from ..engine import Engine
     from ..errors import InputTooLargeError
-    from ..report.record import EvaluationRecord
+    from ..report.record import Asked, EvaluationRecord
     from ..settings import Settings
 
     checklist = _checklist(questions)
@@ -280,8 +280,8 @@ def run_scenario(scenario: Scenario, *, questions: int = 2, retries: int = 2, ti
             result.outcome = "crash"
             result.causes = [f"{type(exc).__name__}: {exc}"]
         else:
-            record = EvaluationRecord.build(test="fault", evaluation=evaluation, thresholds={"consistency": 0.5},
-                                            questions=checklist.questions, checklist_status="explicit")
+            record = EvaluationRecord.build(Asked(), evaluation, checklist, thresholds={"consistency": 0.5},
+                                            status="explicit", test="fault")
             result.outcome = record.outcome
             result.answers = [v.answer for v in evaluation.verdicts]
             result.causes = [v.error or "" for v in evaluation.verdicts if v.answer == "error"]

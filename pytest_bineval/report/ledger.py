@@ -17,12 +17,14 @@ changes: the payload, the merge, the per-test relay and the round-trip all follo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from pydantic import BaseModel
 
+from ..dimensions import BUILTIN, did_you_mean
+from ..kinds import Threshold
 from ..models import ConfirmCost, Usage
 from .comparison import RegressionReport
 from .document import ChecklistGeneration, OptimizeOutcome, PinAction, ReportDocument, ReportSettings, Totals
@@ -166,6 +168,28 @@ class RunLedger:
         ``read`` metadata finds it in ``document``; a field a report does not keep stays empty."""
         read: dict[str, Reader | None] = {f.name: f.metadata.get("read") for f in fields(cls)}
         return cls(**{name: reader(document) for name, reader in read.items() if reader is not None})
+
+    def threshold_notes(self, cli: Threshold | None = None) -> list[str]:
+        """A per-dimension threshold key of the markers or the command line that no assertion of the run checked
+        and that looks like a misspelling of a dimension the run knows (a typo such as ``fluncy=0.4`` would
+        otherwise leave the default threshold in force without a word). A built-in name, a name an assertion
+        checked or a collected test's marker names is no typo, and neither is a name close to none of them: a
+        ``-k`` or single-file run need not reach the tests that check it. ``cli``: the run's
+        ``--bineval-threshold``."""
+        if not self.dimensions_checked:
+            return []
+        sources = (("--bineval-threshold (or the bineval_threshold ini key)", set(cli) if isinstance(cli, Mapping)
+                    else set()), ("@pytest.mark.bineval(threshold=...)", self.marker_threshold_keys))
+        known = self.dimensions_checked | self.dimensions_defined | set(BUILTIN)
+        notes = []
+        for origin, keys in sources:
+            for key in sorted(keys - {"*"} - known):
+                hint = did_you_mean(key, sorted(known))  # never the key itself: it is not known
+                if hint:
+                    notes.append(f"bineval: {origin} sets a threshold for {key!r}, which no assertion of this run "
+                                 f"checks{hint}")
+        return notes
+
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

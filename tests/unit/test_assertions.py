@@ -11,7 +11,7 @@ import pytest
 from pytest_bineval import BinevalAssertionError, assert_passes
 from pytest_bineval.assertions import AssertionRequest
 from pytest_bineval.engine import Engine
-from pytest_bineval.session import reset_current, set_current
+from pytest_bineval.scope import OutsideScope, reset_current, set_current
 from pytest_bineval.testing import ScriptedModel
 
 
@@ -49,7 +49,7 @@ def test_the_request_is_resolved_once_with_the_input_checked_first(outside_pytes
     assert (request.task, request.names, request.strategy, request.score_kind) == ("T", ["fluency"], "bineval",
                                                                                    "share")
     assert request.thresholds(["fluency"]) == {"fluency": 0.4}
-    assert request.ctx is None and request.location is not None and request.location.line > 0
+    assert isinstance(request.scope, OutsideScope) and request.location is not None and request.location.line > 0
     assert outside_pytest == []
 
 

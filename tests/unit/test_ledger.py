@@ -7,7 +7,7 @@ from dataclasses import fields
 from pytest_bineval.models import ConfirmCost, Evaluation, Question, Usage, Verdict
 from pytest_bineval.report.document import PinAction
 from pytest_bineval.report.ledger import RunLedger, per_test
-from pytest_bineval.report.record import EvaluationRecord, UnscoredTest
+from pytest_bineval.report.record import Asked, EvaluationRecord, UnscoredTest
 from pytest_bineval.report.relay import WorkerRelay
 
 
@@ -15,8 +15,7 @@ def _record(test: str) -> EvaluationRecord:
     q = Question(id="fluency-1", dimension="fluency", text="Is it fluent?")
     verdict = Verdict(question_id=q.id, dimension="fluency", question=q.text, answer="yes")
     ev = Evaluation(task="T", model="m", dimensions=["fluency"], verdicts=[verdict])
-    return EvaluationRecord.build(test=test, evaluation=ev, thresholds={"fluency": 0.5}, questions=[q],
-                                  checklist_status="pinned")
+    return EvaluationRecord.build(Asked(), ev, [q], thresholds={"fluency": 0.5}, status="pinned", test=test)
 
 
 def _ledger(name: str, calls: int) -> RunLedger:
