@@ -236,13 +236,14 @@ async def _ajudge(req: AssertionRequest) -> Evaluation:
 
 
 def _warn_missing_source(req: AssertionRequest, checklist: Checklist) -> None:
-    """A :class:`~pytest_bineval.judge.MissingSourceWarning` at the user's call when questions of ``checklist``
+    """A :class:`~pytest_bineval.errors.MissingSourceWarning` at the user's call when questions of ``checklist``
     are about the input and no ``source=`` was given: once per test and checklist (an assertion in a loop
     warns once). A warning, not an error: a question may name "the input" and still be answerable from the
     output alone, and a pinned checklist should not stop a test that passed before."""
     import warnings
 
-    from .judge import MissingSourceWarning, missing_source_message, questions_need_source
+    from .errors import MissingSourceWarning
+    from .judge import missing_source_message, questions_need_source
 
     if not questions_need_source(checklist.questions):
         return

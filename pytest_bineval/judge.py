@@ -153,10 +153,6 @@ _ABOUT_THE_INPUT = re.compile(
 )
 
 
-class MissingSourceWarning(UserWarning):
-    """An assertion was asked without ``source=`` while questions of its checklist are about the input."""
-
-
 def refers_to_the_input(text: str) -> bool:
     """Whether a question's ``text`` refers to the input (``the input``, ``the source``, ``the article``, ...)."""
     return _ABOUT_THE_INPUT.search(text) is not None

@@ -430,7 +430,8 @@ def kill_mid_write(directory: Path, *, after: float = 1.5) -> KillOutcome:
     import sqlite3
     import warnings
 
-    from ..llm.cache import BinevalCacheWarning, ResponseCache
+    from ..errors import BinevalCacheWarning
+    from ..llm.cache import ResponseCache
 
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(directory)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None

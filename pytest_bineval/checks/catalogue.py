@@ -24,13 +24,9 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import MissingExtraError, UsageError
+from ..errors import CheckError, MissingExtraError
 
 EXTRA_HINT = 'pip install "pytest-bineval[checks]"'
-
-
-class CheckError(UsageError):
-    """A check that is not in the catalogue, or whose parameters do not fit its kind."""
 
 
 class CheckResult(NamedTuple):

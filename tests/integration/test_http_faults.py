@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval import Checklist, Question, Settings
+from pytest_bineval import BinevalEncodingWarning, Checklist, Question, Settings
 from pytest_bineval.bench.reliability import SCENARIOS, VERDICT_YES, Scenario, run_scenario
 from pytest_bineval.engine import Engine, run_sync
 from pytest_bineval.kinds import StreamMode
-from pytest_bineval.llm.client import BinevalEncodingWarning
 from pytest_bineval.llm.negotiation import FormatNegotiator
 from pytest_bineval.llm.retry import RetryPolicy, classify, parse_retry_after
 from pytest_bineval.report.document import ReportDocument
