@@ -7,7 +7,6 @@ import asyncio
 import concurrent.futures
 import contextvars
 import os
-import threading
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -59,9 +58,6 @@ class Engine:
             cache = reply_cache(self.settings)
         self.cache = cache
         self.ledger = ledger if ledger is not None else RunLedger()
-        # assert_passes may run in several threads of one test (each with its event loop): what is spent is added
-        # under this lock, so that no request, token or cache hit of a concurrent evaluation is lost
-        self._usage_lock = threading.Lock()
         s = self.settings
         self.budget: Budget | None = None
         if s.budget is not None:
@@ -86,27 +82,21 @@ class Engine:
         return self.ledger.usage
 
     def add_usage(self, usage: Usage, *, checklist: bool = False, confirm: ConfirmCost | None = None) -> None:
-        """Add ``usage`` to the ledger, atomically (evaluations may run in several threads at once);
-        ``checklist``: spent generating a checklist (counted apart too: ``ledger.checklist_usage``); ``confirm``:
-        what confirming an evaluation asked (``usage`` is its re-asks'; counted apart too: ``ledger.confirm_cost``)."""
-        ledger = self.ledger
-        with self._usage_lock:
-            ledger.usage = ledger.usage + usage
-            if checklist:
-                ledger.checklist_usage = ledger.checklist_usage + usage
-            if confirm is not None:
-                ledger.confirm_cost = ledger.confirm_cost + confirm
+        """Add ``usage`` to the ledger, atomically (assert_passes may run in several threads of one test, each with
+        its event loop: no request, token or cache hit of a concurrent evaluation is lost); ``checklist``: spent
+        generating a checklist (counted apart too: ``ledger.checklist_usage``); ``confirm``: what confirming an
+        evaluation asked (``usage`` is its re-asks'; counted apart too: ``ledger.confirm_cost``)."""
+        self.ledger.add(RunLedger(usage=usage, checklist_usage=usage if checklist else Usage(),
+                                  confirm_cost=confirm or ConfirmCost()))
 
     def check_budget(self) -> None:
         """Raise :class:`BudgetReachedError` (and count the refusal) when the budget is spent (:mod:`.budget`)."""
         if self.budget is None:
             return
-        with self._usage_lock:
-            u = self.ledger.usage
-            why = self.budget.refusal(u.cost_usd, u.prompt_tokens + u.completion_tokens, u.unpriced_requests)
-            if why is not None:
-                self.ledger.budget_refused += 1
+        u = self.ledger.usage
+        why = self.budget.refusal(u.cost_usd, u.prompt_tokens + u.completion_tokens, u.unpriced_requests)
         if why is not None:
+            self.ledger.add(RunLedger(budget_refused=1))
             raise BudgetReachedError(why)
 
     def cache_notes(self) -> list[str]:

@@ -105,7 +105,7 @@ class TestContext:
             rec = EvaluationRecord.build(request, evaluation, checklist, thresholds=thresholds, status=status,
                                          test=self.nodeid, index=len(self.records))
             self.found.records.append(rec)
-            self.service.ledger.records.append(rec)
+        self.service.ledger.add(RunLedger(records=[rec]))
         if self.service.on_record is not None:
             self.service.on_record(rec)
         return rec
@@ -129,7 +129,7 @@ class BinevalService:
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
     # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
     started_ns: int = field(default_factory=time.time_ns)
-    # the ledger's entries and the memo, changed by a test's threads at once (the engine locks its usage itself)
+    # a test's own entries (the index of its next record) and warnings, changed by its threads at once
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -260,10 +260,9 @@ class BinevalService:
     # -- what a test found ---------------------------------------------------------------------------------------
     def add(self, entries: RunLedger, ctx: TestContext | None = None) -> None:
         """Add ``entries`` to the run's ledger, and to the context of the test they are of."""
-        with self.lock:
-            if ctx is not None:
-                ctx.found.merge(entries)
-            self.ledger.merge(entries)
+        if ctx is not None:
+            ctx.found.add(entries)
+        self.ledger.add(entries)
 
     def unscored_error(self, ctx: TestContext, error: str, message: str) -> None:
         """The test errored (a bineval error) and no record of it says why: keep it for the totals and reports."""
@@ -274,27 +273,17 @@ class BinevalService:
     def call_ended(self, ctx: TestContext, *, failed: bool) -> None:
         """The test's call ran (a baseline test that did not run is "not run", not "removed"), and failed or not;
         this attempt decides (a passing attempt of a re-run is no longer failed)."""
-        with self.lock:
-            self.ledger.failed_tests.discard(ctx.nodeid)
+        self.ledger.failed_tests.discard(ctx.nodeid)  # after the test's call: its threads are done
         self.add(RunLedger(ran_tests={ctx.nodeid}, failed_tests={ctx.nodeid} if failed else set()), ctx)
 
     def keep_last_attempt(self, nodeid: str, ctx: TestContext | None) -> None:
         """After a test's protocol: what earlier attempts of it recorded (a re-run plugin ran it again) is
         replaced by the last attempt's (``ctx``, None when it failed before its context was made); their
         requests stay in the usage, and the records replaced are counted in ``rerun_evaluations``."""
-        kept_records = ctx.records if ctx is not None else []
-        kept_unscored = ctx.unscored if ctx is not None else []
-        with self.lock:
-            made = self.attempts.pop(nodeid, 0)
-            if made == 0 or (made == 1 and ctx is not None):
-                return  # one attempt (the usual case): nothing to replace, and no scan of the run's records
-            ledger = self.ledger
-            stale = [r for r in ledger.records if r.test == nodeid and not any(r is k for k in kept_records)]
-            if stale:
-                ledger.records[:] = [r for r in ledger.records if not any(r is s for s in stale)]
-                ledger.rerun_evaluations += len(stale)
-            ledger.unscored[:] = [u for u in ledger.unscored
-                                  if u.test != nodeid or any(u is k for k in kept_unscored)]
+        made = self.attempts.pop(nodeid, 0)
+        if made == 0 or (made == 1 and ctx is not None):
+            return  # one attempt (the usual case): nothing to replace, and no scan of the run's records
+        self.ledger.keep_attempt(nodeid, ctx.found if ctx is not None else RunLedger())
 
     # -- the run's report ----------------------------------------------------------------------------------------
     def judged_by(self) -> JudgedBy:

@@ -17,6 +17,7 @@ changes: the payload, the merge, the per-test relay and the round-trip all follo
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
@@ -118,6 +119,16 @@ class RunLedger:
     dimensions_defined: set[str] = field(default_factory=set)  # named by the markers of every collected test
     notes: list[str] = field(default_factory=list, metadata=_kept(read=lambda d: list(d.notes)))  # shown at the end
 
+    def __post_init__(self) -> None:
+        # not a field: what add() and part() hold (the engine and a test's threads add at once)
+        self._lock = threading.Lock()
+
+    def add(self, other: RunLedger) -> None:
+        """:meth:`merge` ``other`` into this ledger under its lock: the one way to add to a ledger that several
+        threads use (an engine's usage, a test's records, while the test's threads evaluate)."""
+        with self._lock:
+            self.merge(other)
+
     def merge(self, other: RunLedger) -> RunLedger:
         """Add ``other`` into this ledger (in place; returned for chaining)."""
         for f in fields(self):
@@ -130,11 +141,22 @@ class RunLedger:
                 setattr(self, f.name, mine + theirs)
         return self
 
+    def keep_attempt(self, test: str, last: RunLedger) -> None:
+        """Drop what earlier attempts of ``test`` found (a re-run plugin ran it again): its records and unscored
+        entries that are not those of its last attempt (``last``). The records dropped are counted in
+        ``rerun_evaluations``; their requests stay in the usage."""
+        with self._lock:
+            stale = [r for r in self.records if r.test == test and not any(r is k for k in last.records)]
+            self.records[:] = [r for r in self.records if not any(r is s for s in stale)]
+            self.rerun_evaluations += len(stale)
+            self.unscored[:] = [u for u in self.unscored if u.test != test or any(u is k for k in last.unscored)]
+
     def part(self, *, tests: bool) -> RunLedger:
         """A copy of this ledger's per-test fields (``tests``: records, unscored, failed and ran tests) or of its
         other fields (not ``tests``: the running counts); the rest empty."""
-        part = RunLedger()
-        return part.merge(RunLedger(**{f.name: getattr(self, f.name) for f in fields(self) if per_test(f) == tests}))
+        with self._lock:
+            return RunLedger().merge(RunLedger(**{f.name: getattr(self, f.name) for f in fields(self)
+                                                  if per_test(f) == tests}))
 
     def totals(self, regressions: RegressionReport | None = None) -> Totals:
         return Totals.of(self.records, self.usage, pins_written=len(set(self.pins_written)),

@@ -57,15 +57,14 @@ class WorkerRelay:
         then dropped."""
         if worker is not None:
             self.reported.pop(worker, None)
-        into.merge(RunLedger.loads(payload))
+        into.add(RunLedger.loads(payload))
 
     def merge_unfinished(self, into: RunLedger) -> None:
         """At the controller's session end: what the workers whose ledger never arrived (interrupted, or crashed)
         reported is merged into ``into``, with a note saying so."""
         for worker, reported in sorted(self.reported.items()):
-            into.merge(reported.ledger())
-            into.notes.append(
+            into.add(reported.ledger().merge(RunLedger(notes=[
                 f"bineval: pytest-xdist worker {worker} ended before sending its results (interrupted, or it "
                 f"crashed): the report counts the {len(reported.tests)} test(s) it finished, and what it spent up "
-                "to the last of them")
+                "to the last of them"])))
         self.reported.clear()

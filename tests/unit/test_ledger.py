@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 from dataclasses import fields
 
+from pytest_bineval.engine import Engine
 from pytest_bineval.models import ConfirmCost, Evaluation, Question, Usage, Verdict
 from pytest_bineval.report.document import PinAction
 from pytest_bineval.report.ledger import RunLedger, per_test
 from pytest_bineval.report.record import Asked, EvaluationRecord, UnscoredTest
 from pytest_bineval.report.relay import WorkerRelay
+from pytest_bineval.settings import Settings
 
 
 def _record(test: str) -> EvaluationRecord:
@@ -106,3 +110,34 @@ def test_every_field_survives_serialisation_the_per_test_relay_and_the_merge() -
     relay.merge_worker(arrived, worker.dumps(), "gw1")
     relay.merge_unfinished(arrived)
     assert arrived == worker  # its test-by-test reports are dropped: counted once
+
+
+def test_an_engine_and_a_tests_threads_adding_at_once_lose_nothing() -> None:
+    """The engine adds its usage and the session a test's entries into the same ledger, from several threads of
+    one test at once: every addition counts (one lock, the ledger's)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: a lost update would show
+    try:
+        engine = Engine(Settings(cache="off"))
+        rounds = 300
+
+        def spend() -> None:
+            for _ in range(rounds):
+                engine.add_usage(Usage(llm_calls=1, prompt_tokens=2), checklist=True)
+
+        def find(name: str) -> None:
+            for i in range(rounds):
+                engine.ledger.add(RunLedger(notes=[f"{name}-{i}"], dimensions_checked={name}))
+
+        threads = [threading.Thread(target=spend) for _ in range(3)]
+        threads += [threading.Thread(target=find, args=(f"t{k}",)) for k in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    ledger = engine.ledger
+    assert (ledger.usage.llm_calls, ledger.usage.prompt_tokens, ledger.checklist_usage.llm_calls) == (
+        3 * rounds, 6 * rounds, 3 * rounds)
+    assert len(ledger.notes) == 3 * rounds and ledger.dimensions_checked == {"t0", "t1", "t2"}
