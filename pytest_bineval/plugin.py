@@ -20,8 +20,9 @@ from .options import Options, add_options, put_paths_back, read_options
 from .outputs.base import output_log
 
 if TYPE_CHECKING:
+    from .fixture import Bineval
     from .models import Checklist
-    from .session import Bineval, BinevalService, TestContext
+    from .session import BinevalService, TestContext
     from .trust import RunLabels
 
 OPTIONS = pytest.StashKey[Options]()
@@ -156,7 +157,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def bineval(pytestconfig: pytest.Config) -> Bineval:
     """The session's pytest-bineval service: ``bineval.checklist(task, dimensions)``,
     ``bineval.evaluate(output, checklist, source)``, ``bineval.options``, ``bineval.records``."""
-    from .session import Bineval
+    from .fixture import Bineval
 
     return Bineval(_service(pytestconfig))
 
@@ -172,7 +173,8 @@ def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
     from pathlib import Path
 
     from .pins import pin_path
-    from .session import TestContext, reset_current, set_current
+    from .scope import reset_current, set_current
+    from .session import TestContext
 
     item = request.node
     path = getattr(item, "path", None)
@@ -221,7 +223,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     ctx = item.stash.get(CONTEXT, None)
     if ctx is not None and report.when == "teardown" and _is_worker(item.config):
-        report.bineval_progress = ctx.service.progress_payload(ctx)  # for the controller: see note_progress
+        from .report.relay import WorkerRelay
+
+        report.bineval_progress = WorkerRelay.progress(ctx.nodeid, ctx.service.ledger, ctx.found)  # see relay
     if ctx is None or report.when == "teardown":
         return report
     excinfo = call.excinfo
@@ -235,11 +239,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.longrepr = redact(f"{excinfo.typename}: {excinfo.value}")
     if report.when != "call":
         return report
-    ctx.service.ledger.ran_tests.add(item.nodeid)  # a baseline test that did not run is "not run", not "removed"
-    if report.failed:
-        ctx.service.ledger.failed_tests.add(item.nodeid)
-    else:  # this attempt passed (an earlier one of a re-run may have failed)
-        ctx.service.ledger.failed_tests.discard(item.nodeid)
+    ctx.service.call_ended(ctx, failed=report.failed)
     if unscorable:  # not a verdict on the output: the test could not be scored (an error, not a failure)
         report.bineval_error = True
     for rec in ctx.records:
@@ -277,12 +277,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     service = config.stash.get(SERVICE, None)
     if _is_worker(config):  # pytest-xdist: the controller merges what workers send
         if service is not None:
-            config.workeroutput["bineval"] = service.worker_payload()  # type: ignore[attr-defined]
+            config.workeroutput["bineval"] = service.ledger.dumps()  # type: ignore[attr-defined]
         return
     if options is None or (service is None and not (options.report or options.html)):
         return  # nothing ran through pytest-bineval (--collect-only) and no report file was asked for
     service = _service(config)
-    service.merge_unfinished_workers()  # pytest-xdist workers whose ledger never came (Ctrl-C, a crash)
+    service.relay.merge_unfinished(service.ledger)  # pytest-xdist workers whose ledger never came (Ctrl-C, a crash)
     optimized = None
     if options.optimize:
         optimized = config.stash[OPTIMIZER].finish(service.records)
@@ -324,7 +324,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     payload = report.__dict__.pop("bineval_progress", None)
     if payload is not None:
-        _service(node.config).note_progress(_worker_id(node), payload)
+        _service(node.config).relay.note(_worker_id(node), payload)
 
 
 def _worker_id(node: Any) -> str:
@@ -335,4 +335,5 @@ def _worker_id(node: Any) -> str:
 def pytest_testnodedown(node: Any, error: Any) -> None:
     data = getattr(node, "workeroutput", {}).get("bineval")
     if data:
-        _service(node.config).merge_worker(data, _worker_id(node))
+        service = _service(node.config)
+        service.relay.merge_worker(service.ledger, data, _worker_id(node))

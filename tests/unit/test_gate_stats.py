@@ -10,7 +10,7 @@ from pytest_bineval.gate_stats import dimension_test, fisher_exact, mcnemar_exac
 from pytest_bineval.models import Evaluation, Verdict
 from pytest_bineval.repeats import wilson_interval
 from pytest_bineval.report.comparison import EDIT_SIMILARITY, diff_runs, similarity
-from pytest_bineval.report.record import EvaluationRecord
+from pytest_bineval.report.record import Asked, EvaluationRecord
 
 
 def verdict(qid: str, answer: str, *, text: str | None = None, repeats: list[str] | None = None) -> Verdict:
@@ -20,8 +20,8 @@ def verdict(qid: str, answer: str, *, text: str | None = None, repeats: list[str
 
 def record(test: str, verdicts: list[Verdict]) -> EvaluationRecord:
     ev = Evaluation(task="t", model="m", dimensions=["consistency"], verdicts=verdicts)
-    return EvaluationRecord.build(test=test, evaluation=ev, thresholds={"consistency": 0.5}, questions=[],
-                                  checklist_status="explicit", output="out")
+    return EvaluationRecord.build(Asked(output="out"), ev, [], thresholds={"consistency": 0.5}, status="explicit",
+                                  test=test)
 
 
 # McNemar's exact test: b ~ Binomial(b + c, 1/2) under "no change"; two-sided p = 2 * P(X <= min(b, c)), at most 1.
