@@ -12,7 +12,7 @@ from pytest_bineval.outputs.html import render_html
 from pytest_bineval.outputs.pr_comment import render
 from pytest_bineval.outputs.terminal import regression_lines
 from pytest_bineval.report.document import ReportDocument, Totals, diff_reports
-from pytest_bineval.report.record import EvaluationRecord
+from pytest_bineval.report.record import Asked, EvaluationRecord
 
 QUESTION = Question(id="groundedness-1", dimension="groundedness", text="Is every claim supported by the input?")
 REFUNDS = {"id": "kb-7", "title": "Refund policy <b>@team</b>", "text": "Refunds within 30 days.\n```\n</details>"}
@@ -25,9 +25,8 @@ def record(source: Any, answer: str) -> EvaluationRecord:
                       answer=answer, explanation="" if answer == "yes" else "No article says so.")  # type: ignore[arg-type]
     ev = Evaluation(task="Answer from the articles.", model="fake/judge", dimensions=["groundedness"],
                     verdicts=[verdict])
-    return EvaluationRecord.build(test=KEY, evaluation=ev, thresholds={"groundedness": 0.8}, questions=[QUESTION],
-                                  checklist_status="pinned", output="Refunds are possible within 30 days.",
-                                  source=source)
+    return EvaluationRecord.build(Asked(output="Refunds are possible within 30 days.", source=source), ev, [QUESTION],
+                                  thresholds={"groundedness": 0.8}, status="pinned", test=KEY)
 
 
 def documents(source_before: Any, source_after: Any) -> ReportDocument:
