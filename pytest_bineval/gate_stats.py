@@ -47,8 +47,6 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import Literal
 
-from .models import Verdict
-
 DEFAULT_ALPHA = 0.05
 MEANINGFUL_DROP = 0.10  # a suite that cannot detect a drop of 10 points of a dimension's mean score is uninformative
 DETECT_POWER = 0.8  # the power at which a drop counts as detectable
@@ -318,61 +316,3 @@ def suite_verdicts(dimensions: Mapping[str, Sequence[Sequence[Pair]]], *, alpha:
                                      t.p_adjusted, t.test.exact, drop, level))
     return verdicts
 
-
-# -- per-evaluation exact tests (the gate before the suite-level test; replaced in the comparison) ----------
-
-def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided p-value of McNemar's exact test for ``b`` yes -> no and ``c`` no -> yes pairs (1.0 without any)."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1))
-    return min(1.0, tail / (1 << (n - 1)))  # 2 * tail / 2^n
-
-
-def fisher_exact(yes_before: int, answers_before: int, yes_after: int, answers_after: int) -> float:
-    """Two-sided p-value of Fisher's exact test on (yes, no) counts of the baseline and of this run."""
-    if answers_before == 0 or answers_after == 0:
-        return 1.0
-    # P(a) of the table [[a, r1 - a], [yes - a, ...]] with the observed margins is C(yes, a) C(N - yes, r1 - a)
-    # / C(N, r1); the p-value sums the tables no more likely than the observed one (exact integer comparison)
-    r1, total, yes = answers_before, answers_before + answers_after, yes_before + yes_after
-    weights = {a: math.comb(yes, a) * math.comb(total - yes, r1 - a)
-               for a in range(max(0, yes - answers_after), min(r1, yes) + 1)}
-    observed = weights[yes_before]
-    return min(1.0, sum(w for w in weights.values() if w <= observed) / math.comb(total, r1))
-
-
-@dataclass(frozen=True)
-class DimensionTest:
-    """The exact test of one dimension of one evaluation against the baseline."""
-
-    test: str  # "mcnemar" or "fisher" (or "none": no answered question in both runs)
-    p_value: float
-    yes_to_no: int  # questions (McNemar) that went yes -> no
-    no_to_yes: int
-    pairs: int  # questions answered in both runs
-
-
-def _counts(v: Verdict) -> tuple[int, int]:
-    answers = [a for a in (v.repeats or [v.answer]) if a in ("yes", "no")]
-    return sum(a == "yes" for a in answers), len(answers)
-
-
-def dimension_test(pairs: Sequence[tuple[Verdict, Verdict]]) -> DimensionTest:
-    """McNemar on the paired answers, or Fisher on the answer counts when either run asked a question more than
-    once; pairs with a judge error are left out."""
-    answered = [(b, a) for b, a in pairs if b.answer in ("yes", "no") and a.answer in ("yes", "no")]
-    down = sum(b.answer == "yes" and a.answer == "no" for b, a in answered)
-    up = sum(b.answer == "no" and a.answer == "yes" for b, a in answered)
-    if not answered:
-        return DimensionTest("none", 1.0, 0, 0, 0)
-    if any(len(b.repeats) > 1 or len(a.repeats) > 1 for b, a in answered):
-        yb = nb = ya = na = 0
-        for b, a in answered:
-            y, n = _counts(b)
-            yb, nb = yb + y, nb + n
-            y, n = _counts(a)
-            ya, na = ya + y, na + n
-        return DimensionTest("fisher", fisher_exact(yb, nb, ya, na), down, up, len(answered))
-    return DimensionTest("mcnemar", mcnemar_exact(down, up), down, up, len(answered))

@@ -18,6 +18,7 @@ from typing import Any
 from .dimensions import BUILTIN, DimensionsArg, did_you_mean, resolve_dimensions
 from .engine import Engine, run_sync
 from .errors import PinError, UsageError
+from .gate import confirm_flips, keep_input
 from .markers import MarkerArgs
 from .models import Checklist, ConfirmCost, Evaluation, ScoreKind, Usage
 from .options import Options
@@ -40,6 +41,7 @@ class TestContext:
     marker: MarkerArgs = field(default_factory=MarkerArgs)
     fixture_task: Callable[[], str | None] | None = None  # resolved only when needed
     pin_path: Path | None = None  # this test's pinned-checklist file
+    params: Mapping[str, object] = field(default_factory=dict)  # pytest's parametrize values of the test
     records: list[EvaluationRecord] = field(default_factory=list)
     unscored: list[UnscoredTest] = field(default_factory=list)  # this test, if it errored before any record
     warned_missing_source: set[tuple[str | None, tuple[str, ...]]] = field(default_factory=set)  # per checklist
@@ -210,6 +212,8 @@ class BinevalService:
                            generator=self.baseline.generator, alpha=self.options.alpha,
                            fail_on=self.options.fail_on_regression or "significant", ran=self.ledger.ran_tests,
                            collected=self.ledger.collected_tests, judged=(self.baseline.judge(), self.judged_by()))
+        kept = {k.key: k for k in self.ledger.kept_inputs}  # a re-run's last attempt last
+        report = run_sync(confirm_flips(report, self.baseline.evaluations, self.records, self.engine, kept))
         report.failed = bool(self.options.fail_on_regression) and report.fail_reason() is not None
         self.regressions = report
         return report
@@ -296,9 +300,13 @@ class BinevalService:
                 questions=checklist.questions, checklist_status=status, checklist_model=checklist.model,
                 prompt_version=checklist.prompt_version, output=output, source=source, prompt=ctx.marker.prompt,
                 location=location, gate=self.options.gate, score_kind=score_kind, strategy=checklist.strategy,
+                params=ctx.params,
             )
             ctx.records.append(rec)
             self.ledger.records.append(rec)
+            kept = keep_input(rec, output, source)
+            if kept is not None:  # what re-asking a flip needs, if the record keeps less (never in a report)
+                self.ledger.kept_inputs.append(kept)
         if self.on_record is not None:
             self.on_record(rec)
         return rec

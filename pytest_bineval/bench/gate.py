@@ -256,9 +256,9 @@ def render_markdown(grid: dict[str, list[ScenarioResult]], *, runs: int, alpha: 
              f"{DIMENSIONS} dimensions per evaluation, flips confirmed with a budget of {FLIP_ASKS} fresh asks per "
              f"side. {seconds:.0f} s on this machine.", "",
              "**No real change** (the rate at which each question, and the gate, fails a run; goal: at most "
-             f"{alpha:g}). *Uninformative*: share of the first {min(runs, DETECT_RUNS)} runs whose first dimension the suite-level "
-             f"question calls uninformative (it could not detect a drop of {MEANINGFUL_DROP * 100:.0f} points), "
-             "with the median smallest detectable drop.", "",
+             f"{alpha:g}). *Uninformative*: share of the first {min(runs, DETECT_RUNS)} runs whose first dimension "
+             "the suite-level question calls uninformative (it could not detect a drop of "
+             f"{MEANINGFUL_DROP * 100:.0f} points), with the median smallest detectable drop.", "",
              "| evaluations | questions | judge | repeats | flips / run | re-asks / run | per case | suite level "
              "| gate | uninformative (median detectable drop) |",
              "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..models import ConfirmCost, Usage
-from .comparison import RegressionReport
+from .comparison import KeptInput, RegressionReport
 from .document import ChecklistGeneration, OptimizeOutcome, PinAction, ReportDocument, ReportSettings, Totals
 from .record import ConfirmationSummary, EvaluationRecord, JudgedBy, UnscoredTest, UnstableQuestion, pin_key
 
@@ -54,6 +54,8 @@ class RunLedger:
     marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds
     dimensions_defined: set[str] = field(default_factory=set)  # named by the markers of every collected test
     notes: list[str] = field(default_factory=list)  # problems met, shown at the end of the run
+    # the full texts of evaluations whose records keep less, for re-asking their flips (never in a report)
+    kept_inputs: list[KeptInput] = field(default_factory=list, metadata=_models(KeptInput))
 
     def merge(self, other: RunLedger) -> RunLedger:
         """Add ``other`` into this ledger (in place; returned for chaining)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,6 +36,7 @@ from ..redaction import redact, replace_surrogates, secret_values
 from ..repeats import wilson_interval
 
 SOURCE_IN_REPORT = 4000  # characters of the source kept in a record
+PARAM_IN_REPORT = 300  # characters of each parameter's repr kept in a record
 OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the digest covers all of it)
 UNSCORED_MESSAGE = 2000  # characters of an unscored test's error message kept in the report
 
@@ -65,6 +66,14 @@ def _clean_verdict(v: Verdict, secrets: list[str]) -> Verdict:
         "question": clean(v.question, secrets), "explanation": clean(v.explanation, secrets),
         "error": None if v.error is None else clean(v.error, secrets),
     })
+
+
+def _repr(value: object) -> str:
+    """A parameter as the report shows it: its repr (a repr that raises is named so)."""
+    try:
+        return repr(value)
+    except Exception as exc:  # a user's object: its repr is its own code
+        return f"<{type(value).__name__}: repr failed: {type(exc).__name__}>"
 
 
 def excerpt(text: str | None, limit: int) -> str | None:
@@ -122,6 +131,8 @@ class EvaluationRecord(BaseModel):
     source: str | None = Field(default=None, description=f"the source (first {SOURCE_IN_REPORT} characters)")
     usage: Usage = Field(default_factory=Usage)
     location: Location | None = None
+    params: dict[str, str] = Field(default_factory=dict, description="the test's parameters (pytest's "
+                                   f"parametrize values): name -> repr, at most {PARAM_IN_REPORT} characters each")
     repeats: int = Field(default=1, description="how many times each question was asked (--bineval-repeats)")
     gate: Gate = Field(default="mean", description="what each threshold was compared with: the score (mean) or "
                                                    "the lower end of its 95% Wilson interval (lower-bound)")
@@ -134,7 +145,7 @@ class EvaluationRecord(BaseModel):
               checklist_status: ChecklistStatus, checklist_model: str = "", prompt_version: str = "",
               output: str = "", source: str | None = None, prompt: str | None = None, index: int = 0,
               location: Location | None = None, gate: Gate = "mean", score_kind: ScoreKind = "share",
-              strategy: Strategy = "bineval") -> EvaluationRecord:
+              strategy: Strategy = "bineval", params: Mapping[str, object] | None = None) -> EvaluationRecord:
         """The record of ``evaluation`` judged against ``thresholds`` (its outcome is computed here); the
         scores are shares of yes, or with ``score_kind="points"`` points-weighted (:func:`points_score`, which
         has no interval: the ``lower-bound`` gate needs shares). Every text in it passes the redaction step (and
@@ -169,6 +180,8 @@ class EvaluationRecord(BaseModel):
             source=None if kept_source is None else clean(kept_source, secrets), usage=evaluation.usage,
             location=location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
             gate=gate, score_kind=score_kind, strategy=strategy,
+            params={str(k): clean(excerpt(_repr(v), PARAM_IN_REPORT) or "", secrets)
+                    for k, v in (params or {}).items()},
         )
 
     # -- views ------------------------------------------------------------------------------------------------
