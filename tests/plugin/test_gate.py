@@ -209,6 +209,21 @@ def test_without_a_judge_bineval_report_says_what_it_could_not_confirm(pytester:
     assert code == 1
     assert headline(pytester).startswith("## bineval: no confirmed regression · ")
     assert "**12 flipped questions could not be confirmed**" in headline(pytester)
+    assert "12 flips not re-asked: no judge here (`bineval report --confirm-flips` re-asks them)." in (
+        pytester.path / "comment.md").read_text()
+    # --confirm-flips: the report's judge (the scripted one, registered in this process) re-asks them
+    from pytest_bineval.testing import ScriptedModel
+
+    rules: dict[str, object] = {"__file__": str(pytester.path / "conftest.py")}
+    exec(RULE, rules)
+    ScriptedModel(provider="gfake", answers=rules["answer"], questions_per_dimension=3).register()
+    code = main(["report", str(pytester.path / "pr.json"), "--baseline", str(pytester.path / "base.json"),
+                 "--fail-on-regression", "--confirm-flips", "--cache-dir", str(pytester.path / ".cache"),
+                 "--pr-comment", str(pytester.path / "comment.md")])
+    assert code == 1
+    assert headline(pytester).startswith("## bineval: **4 cases regressed (confirmed): ")
+    assert "Of which confirming the flips: 12 flips re-asked, 56 fresh asks (56 requests sent, 0 cache hits)." in (
+        pytester.path / "comment.md").read_text()
 
 
 def test_records_keep_the_tests_parameters(pytester: pytest.Pytester) -> None:
