@@ -289,7 +289,7 @@ class RegressionReport(BaseModel):
                 parts.append(f"{n} score drop{'s' if n != 1 else ''} beyond tolerance {self.tolerance:.2f}")
         if not parts:
             return None
-        return f"{'; '.join(parts)} vs baseline {self.baseline}"
+        return f"{(' and ' if self.fail_on == 'any' else '; ').join(parts)} vs baseline {self.baseline}"
 
 
 def names(keys: Sequence[str], most: int = 5) -> str:
