@@ -333,8 +333,8 @@ def flip_note(c: QuestionChange) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _flip_lines(r: RegressionReport) -> list[Line]:
-    """The yes -> no flips: the confirmed regressions by case first, then the unsettled flips, then the noise."""
+def _regressed_lines(r: RegressionReport) -> list[Line]:
+    """The cases with a confirmed regression: their parameters, their flips and what re-asking said."""
     lines: list[Line] = []
     for d in r.regressed_cases():
         params = f" ({_params(d)})" if d.params else ""
@@ -344,6 +344,12 @@ def _flip_lines(r: RegressionReport) -> list[Line]:
             lines.append((f"  [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} ({flip_note(c)})",
                           {"red": True} if c.flip is not None and c.flip.regression else {}))
             lines += _explained(c)
+    return lines
+
+
+def _flip_lines(r: RegressionReport) -> list[Line]:
+    """The yes -> no flips of the other cases: the unsettled ones, then the judge's noise."""
+    lines: list[Line] = []
     for label, statuses, markup in (("NOT CONFIRMED", ("unconfirmed", "pending"), {"red": True, "bold": True}),
                                     ("RE-ASK ERROR", ("error",), {"red": True, "bold": True}),
                                     ("UNSTABLE FLIP", ("unstable", "same input"), {"yellow": True, "bold": True})):
@@ -351,9 +357,11 @@ def _flip_lines(r: RegressionReport) -> list[Line]:
             if d.regressed:
                 continue  # shown under its case
             output = "output changed" if d.output_changed else "same output"
-            lines.append((f"{label} {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} "
-                          f"({output}; {flip_note(c)})", markup))
-            if label != "UNSTABLE FLIP":
+            counted = r.fail_on == "any" and c.kind == "regression"  # what =any fails on, whatever re-asking said
+            lines.append((f"{'REGRESSION' if counted else label} {d.key} [{c.dimension}] {one_line(c.question)}: "
+                          f"{c.before} -> {c.after} ({output}; {flip_note(c)})",
+                          {"red": True, "bold": True} if counted else markup))
+            if label != "UNSTABLE FLIP" or counted or c.repeats or c.baseline_repeats:
                 lines += _explained(c)
     return lines
 
@@ -410,11 +418,9 @@ def regression_lines(r: RegressionReport) -> list[Line]:
     lines: list[Line] = [(f"JUDGED DIFFERENTLY: {line}; an answer that changed may have changed with the judge",
                           {"yellow": True, "bold": True}) for line in r.judged_differently]
     lines.append((f"baseline: {r.baseline}" + (f" ({origin})" if origin else ""), {}))
-    flips = _flip_lines(r)
-    regressed = [line for line in flips if line[0].startswith(("REGRESSED", "  "))]
-    lines += regressed
+    lines += _regressed_lines(r)
     lines += suite_lines(r)
-    lines += [line for line in flips if line not in regressed]
+    lines += _flip_lines(r)
     lines += _change_lines(r)
     drops = {(d.key, s.name) for d, s in r.score_drops()}
     for d in r.compared:
