@@ -76,7 +76,9 @@ def threshold_part(t: Totals) -> Part:
     said = [b for b in bad if b]
     if said:
         return Part(", ".join(said), True)
-    return Part(f"all {_n(t.evaluations, 'evaluation')} meet their thresholds", False)
+    if t.evaluations == 1:
+        return Part("the 1 evaluation meets its thresholds", False)
+    return Part(f"all {t.evaluations} evaluations meet their thresholds", False)
 
 
 def parts_of(diff: RegressionReport | None, totals: Totals) -> list[Part]:

@@ -188,7 +188,6 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     out = result.stdout.lines
     file_prop = f"{pytester.path.name}/we%2Cird/test_suite.py"
     line_c = line_of(suite, '"output c"')
-    line_a = line_of(suite, '"output a"')
     line_d = line_of(suite, '"output d"')
     assert (f"::error file={file_prop},line={line_c},title=bineval%3A {DIR.replace(',', '%2C')}/test_suite.py%3A%3A"
             f"test_c below threshold::fluency 0.00 < 0.70%0A[fluency] {Q('fluency', 1)} -> no: scripted no for: "
@@ -592,14 +591,20 @@ def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester
     assert {c.question_id: c.kind for c in changed.changes} == expected
     assert changed.unchanged == 3 - len(expected)
     for c in changed.changes:
-        second.stdout.fnmatch_lines([f"{c.kind.upper()} test_real.py::test_real_diff [[]consistency[]] "
-                                     f"{c.question}: {c.before} -> {c.after} (output changed)"])
+        if c.flip is None:  # no -> yes
+            second.stdout.fnmatch_lines([f"{c.kind.upper()} test_real.py::test_real_diff [[]consistency[]] "
+                                         f"{c.question}: {c.before} -> {c.after} (output changed)"])
+        else:  # yes -> no: re-asked about both outputs by the embedded model, which decodes greedily: it keeps
+            # its answers, so each flip is confirmed (or not re-asked, once its case is)
+            assert c.flip.status in ("confirmed", "skipped")
+            second.stdout.fnmatch_lines([f"*[[]consistency[]] {c.question}: {c.before} -> {c.after} (*"])
     delta = changed.scores[0].delta
     assert delta == pytest.approx((now.evaluations[0].dimensions[0].score or 0)
                                   - (base.evaluations[0].dimensions[0].score or 0))
     second.stdout.fnmatch_lines(["*= bineval regressions =*",
                                  "outputs: 1 changed, 1 unchanged and judged again, of 2 compared evaluations",
-                                 f"vs baseline base.json: {now.totals.regressions} regression*"])
+                                 f"vs baseline base.json: {now.totals.regressed_cases} case* regressed (confirmed), "
+                                 "*"])
 
 
 @pytest.mark.local_model
