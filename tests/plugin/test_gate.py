@@ -60,6 +60,10 @@ def answer(question):
 @pytest.mark.parametrize("question", QUESTIONS)
 def test_answer(question):
     assert_passes(answer(question), source=article(question))
+    once = HERE / "fail-once" / question.replace("?", "").replace(" ", "-")
+    if once.exists():  # a test that fails its first attempt (a re-run plugin runs it again)
+        once.unlink()
+        raise RuntimeError("flaky")
 '''
 
 # The judge: a groundedness question about an answer that invents a policy is answered no, every other yes; with
@@ -193,6 +197,25 @@ def test_a_judge_that_says_no_once_and_yes_on_re_asking_makes_unstable_flips_and
     document = ReportDocument.load(pytester.path / "pr.json")
     assert document.regressions is not None and not document.regressions.failed
     assert len(document.regressions.flips("unstable")) == 12
+
+
+def test_re_runs_keep_one_record_per_case_and_the_gate_still_confirms(pytester: pytest.Pytester) -> None:
+    """pytest-rerunfailures: two of the regressed cases fail their first attempt; the last attempt's records are
+    compared, the 4 cases are confirmed once each, and the re-run's requests are counted."""
+    project(pytester)
+    run(pytester, [], "--bineval-report=base.json").assert_outcomes(passed=13)
+    (pytester.path / "pr").write_text("")
+    (pytester.path / "fail-once").mkdir()
+    for q in INVENTED[:2]:
+        (pytester.path / "fail-once" / q.replace("?", "").replace(" ", "-")).write_text("")
+    result = run(pytester, [], "-p", "rerunfailures", "--reruns", "1", "--bineval-baseline=base.json",
+                 "--bineval-fail-on-regression", "--bineval-report=pr.json")
+    assert result.parseoutcomes() == {"passed": 13, "rerun": 2}
+    assert result.ret == 1
+    diff = ReportDocument.load(pytester.path / "pr.json").regressions
+    assert diff is not None and len(diff.compared) == 13
+    assert [d.key for d in diff.regressed_cases()] == sorted(f"test_support.py::test_answer[{q}]" for q in INVENTED)
+    assert diff.confirmation is not None and diff.confirmation.flips == 12
 
 
 def test_without_a_judge_bineval_report_says_what_it_could_not_confirm(pytester: pytest.Pytester) -> None:
