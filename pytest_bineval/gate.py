@@ -123,13 +123,7 @@ async def confirm_flips(report: RegressionReport, before: Sequence[EvaluationRec
         messages = _judge.judge_messages(side.task, side.source, side.output, question,
                                          prompt=engine._judge_prompt)  # the run's judge prompt
         client = engine.client(record.model, repeat=FLIP_REPEAT + index, deadline=engine.assertion_deadline())
-        async with semaphore:
-            try:
-                verdict, usage = await _judge.judge_question(client, messages, question, "none")
-            except Exception as exc:
-                spent.append(_judge.usage_of_error(exc))
-                raise
-        spent.append(usage)
+        verdict = await _judge.reask(client, messages, question, semaphore, spent)
         counts["asks"] += 1
         return verdict.answer, verdict.error or ""
 
