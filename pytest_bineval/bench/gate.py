@@ -303,11 +303,11 @@ def _as_json(grid: dict[str, list[ScenarioResult]]) -> dict[str, object]:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     """Simulate the grid, write ``gate.json`` / ``gate.md`` to ``--out``, print the tables."""
-    runs = args.limit or 200
+    runs = 200 if args.limit is None else args.limit
     if runs < 1:
         raise ValueError("--limit (simulated runs per scenario) must be >= 1")
     alpha = DEFAULT_ALPHA
-    command = "bineval bench gate" + (f" --limit {runs}" if args.limit else "") + (
+    command = "bineval bench gate" + (f" --limit {runs}" if args.limit is not None else "") + (
         f" --seed {args.seed}" if args.seed else "")
     start = time.perf_counter()
     grid = run_grid(runs, seed=args.seed, alpha=alpha, detect_runs=DETECT_RUNS, progress=not args.quiet)

@@ -122,7 +122,7 @@ def headline(pytester: pytest.Pytester) -> str:
 @pytest.mark.parametrize("xdist", MODES)
 def test_a_pr_that_invents_a_policy_fails_the_default_gate_naming_the_four_cases(
         pytester: pytest.Pytester, xdist: list[str]) -> None:
-    result = baseline_then_pr(pytester, xdist)
+    result = baseline_then_pr(pytester, xdist, "--bineval-html=page.html")
     assert result.ret == 1
     result.assert_outcomes(passed=13)  # every threshold holds: only the gate sees the regression
     cases = sorted(f"test_support.py::test_answer[{q}]" for q in INVENTED)
@@ -153,6 +153,14 @@ def test_a_pr_that_invents_a_policy_fails_the_default_gate_naming_the_four_cases
     assert "- `question` = 'Can I return a sale item?'" in comment
     assert comment.count("<details><summary>Outputs: the baseline's and this run's</summary>") == 4
     assert "every order can be refunded within 90 days" in comment  # the new output, beside the old one
+    # the HTML page says the same, in the same order, and shows each case with its parameters and both outputs
+    page = (pytester.path / "page.html").read_text(encoding="utf-8")
+    outcome = page[page.index('<ul class="outcome" id="outcome"'):page.index("</ul>", page.index('id="outcome"'))]
+    assert outcome.index("4 cases regressed (confirmed)") < outcome.index("groundedness: uninformative") < \
+        outcome.index("all 13 evaluations meet their thresholds")
+    assert page.count('<div class="case">') == 4
+    assert "<code>question</code> = <code>&#39;Where is my order?&#39;" in page
+    assert "every order can be refunded within 90 days, no questions asked.</pre>" in page
     document = ReportDocument.load(pytester.path / "pr.json")
     diff = document.regressions
     assert diff is not None and diff.failed
