@@ -244,7 +244,7 @@ def render(document: ReportDocument) -> str:
                f"tokens: {t.prompt_tokens} prompt + {t.completion_tokens} completion; cost: {cost}.")
     if diff is not None and (f := diff.confirmation) is not None:
         if f.engine:
-            out.append(f"Of which confirming the flips: {_n(f.flips, 'flip')} re-asked, {_n(f.reasks, 'fresh ask')} "
+            out.append(f"Of which confirming the flips: {_n(f.flips, 'flip')} to confirm, {_n(f.reasks, 'fresh ask')} "
                        f"({_n(f.requests, 'request')} sent, {_n(f.cache_hits, 'cache hit')}).")
         else:
             out.append(f"{_n(f.flips, 'flip')} not re-asked: no judge here (`bineval report --confirm-flips` "

@@ -402,8 +402,9 @@ def flip_cost_line(r: RegressionReport) -> Line | None:
         return (f"confirmation of flips: {_n(c.flips, 'flip')} not re-asked (no judge here: bineval report "
                 "--confirm-flips re-asks them)", {"yellow": True})
     cost = cost_text(c.cost_usd, 0)
-    return (f"confirmation of flips: {_n(c.flips, 'flip')} re-asked about both outputs (at most {c.asks} asks of "
-            f"each, {c.tolerance} against the flip allowed; each flip at level {c.level:.2g}, a flip of noise "
+    return (f"confirmation of flips: {_n(c.flips, 'flip')} to confirm by re-asking about both outputs (at most "
+            f"{c.asks} asks of each, {c.tolerance} against the flip allowed; each flip at level {c.level:.2g}, a "
+            "flip of noise "
             f"confirmed with chance <= {c.bound:.2g}): {_n(c.reasks, 'fresh ask')}, {_n(c.requests, 'request')}, "
             f"{_n(c.cache_hits, 'cache hit')}, tokens: {c.prompt_tokens} prompt + {c.completion_tokens} completion, "
             f"cost: {cost}", {})

@@ -159,7 +159,7 @@ Questions the judge gave no answer to: their tests error.
 ### What the run cost
 
 8 questions judged; 9 requests sent (1 failed), 3 cache hits; tokens: 900 prompt + 12 completion; cost: $0.0012.
-Of which confirming the flips: 2 flips re-asked, 17 fresh asks (17 requests sent, 0 cache hits).
+Of which confirming the flips: 2 flips to confirm, 17 fresh asks (17 requests sent, 0 cache hits).
 """
 
 

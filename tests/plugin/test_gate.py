@@ -138,9 +138,9 @@ def test_a_pr_that_invents_a_policy_fails_the_default_gate_naming_the_four_cases
         "points)",
         "SUITE helpfulness: uninformative (1.00 -> 1.00 over 13 evaluations, p = 1; it could miss a drop of 29 "
         "points)",
-        "confirmation of flips: 12 flips re-asked about both outputs (at most 8 asks of each, 1 against the flip "
-        "allowed; each flip at level 0.0021, a flip of noise confirmed with chance <= 0.0012): 56 fresh asks, 56 "
-        "requests, 0 cache hits, *",
+        "confirmation of flips: 12 flips to confirm by re-asking about both outputs (at most 8 asks of each, 1 "
+        "against the flip allowed; each flip at level 0.0021, a flip of noise confirmed with chance <= 0.0012): 56 "
+        "fresh asks, 56 requests, 0 cache hits, *",
         "vs baseline base.json: 4 cases regressed (confirmed), 4 confirmed flips, 0 flips of the judge's noise, 0 "
         "flips unsettled, 0 dimensions regressed across the suite; 12 regressions, *",
         "bineval: session failed: 4 cases regressed (confirmed): " + ", ".join(cases).replace("[", "[[]")
@@ -253,7 +253,7 @@ def test_without_a_judge_bineval_report_says_what_it_could_not_confirm(pytester:
                  "--pr-comment", str(pytester.path / "comment.md")])
     assert code == 1
     assert headline(pytester).startswith("## bineval: **4 cases regressed (confirmed): ")
-    assert "Of which confirming the flips: 12 flips re-asked, 56 fresh asks (56 requests sent, 0 cache hits)." in (
+    assert "Of which confirming the flips: 12 flips to confirm, 56 fresh asks (56 requests sent, 0 cache hits)." in (
         pytester.path / "comment.md").read_text()
 
 
