@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # a light module at import: a test module imports it when it 
     from .models import Checklist, Evaluation
     from .report.record import ChecklistStatus, EvaluationRecord, Location
     from .session import TestContext
+    from .sources import Source, SourceArg
 
 Threshold = float | Mapping[str, float]
 
@@ -133,7 +134,7 @@ class AssertionRequest:
     and the session's options (in that order of precedence), and carried as it is to the engine."""
 
     output: str
-    source: str | None
+    source: Source | None  # a text or documents, checked (pytest_bineval.sources)
     ctx: TestContext | None  # None outside a pytest run with the plugin
     location: Location | None  # the user's call
     checklist: Checklist | None  # given: no checklist is generated
@@ -154,8 +155,10 @@ class AssertionRequest:
         """Check the input (once) and resolve every argument; UsageError or NoTaskError on a bad one."""
         from .judge import check_output
         from .session import current
+        from .sources import read_source
 
-        check_output(output, source)
+        check_output(output, None)
+        src = read_source(source)  # checked once: a text, or documents rendered as the judge reads them
         ctx = current()
         marker = ctx.marker if ctx is not None else None
         request = parse_dimensions(dimension)
@@ -167,16 +170,16 @@ class AssertionRequest:
                              "threshold; score='points' has no such interval: run these tests with the mean gate")
         question: str | None = None
         if checklist is None and strategy != "bineval":
-            if source is None:
+            if src is None:
                 raise UsageError(f"criteria={strategy!r} writes criteria for the question the output answers: pass "
                                  "the question (with its context) as source=")
-            question = source
+            question = src.text
         if checklist is None:
             task = _task(task, ctx, required=strategy == "bineval")
         layers: tuple[Threshold | None, ...] = (threshold,)
         if ctx is not None:
             layers += (ctx.marker.threshold, ctx.service.options.threshold)
-        return cls(output=output, source=source, ctx=ctx, location=_caller_location(ctx), checklist=checklist,
+        return cls(output=output, source=src, ctx=ctx, location=_caller_location(ctx), checklist=checklist,
                    task=task, checklist_dimensions=marker.dimensions if marker and marker.dimensions else dimension,
                    names=list(request.names) if request is not None else None, threshold=threshold, layers=layers,
                    strategy=strategy, question=question, score_kind=score_kind, model=model)
@@ -324,7 +327,7 @@ def assert_passes(
     output: str,
     dimension: DimensionsArg = None,
     *,
-    source: str | None = None,
+    source: SourceArg = None,
     task: str | None = None,
     threshold: Threshold | None = None,
     checklist: Checklist | None = None,
@@ -337,6 +340,10 @@ def assert_passes(
 
     ``dimension``: a name, a list, or None for all of the checklist's dimensions. ``threshold``: a float
     for all requested dimensions or ``{"name": value}``. Returns the :class:`Evaluation`.
+
+    ``source``: the input the output was made from: a text, or a list of documents (what a retrieval pipeline
+    retrieved: strings, or mappings with ``"text"`` and optionally ``"id"`` and ``"title"``), which the judge reads
+    numbered (:mod:`pytest_bineval.sources`).
 
     ``criteria``: ``"bineval"`` (default: the checklist of the task), or ``"qworld"`` / ``"qworld-lite"``:
     criteria with importance points written for the question the output answers, given as ``source``
@@ -356,7 +363,7 @@ async def assert_passes_async(
     output: str,
     dimension: DimensionsArg = None,
     *,
-    source: str | None = None,
+    source: SourceArg = None,
     task: str | None = None,
     threshold: Threshold | None = None,
     checklist: Checklist | None = None,

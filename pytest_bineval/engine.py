@@ -19,7 +19,7 @@ from . import judge as _judge
 from .budget import Budget, parse_budget
 from .dimensions import DimensionsArg
 from .errors import BinevalError, BudgetReachedError, InputTooLargeError
-from .llm.cache import ResponseCache
+from .llm.cache import ResponseCache, cache_signing
 from .llm.client import LLMClient, ModelSettings
 from .llm.local import is_embedded
 from .llm.negotiation import FormatNegotiator
@@ -30,6 +30,7 @@ from .qworld import QworldConfig, parse_widths
 from .repeats import combine_repeats
 from .settings import Settings
 from .similarity import Similarity, make_similarity
+from .sources import SourceArg, source_text
 
 __all__ = ["Engine", "Settings", "run_sync"]
 
@@ -37,12 +38,14 @@ T = TypeVar("T")
 
 
 def reply_cache(s: Settings) -> ResponseCache:
-    """The reply cache of the settings: Redis at ``cache_url`` when it is given, else the cache directory."""
+    """The reply cache of the settings: Redis at ``cache_url`` when it is given, else the cache directory (signed
+    entries with ``cache_key_env``)."""
+    signing = cache_signing(s.cache_key_env, s.cache)
     if s.cache_url:
         from .llm.redis_cache import RedisCache
 
-        return RedisCache(s.cache_url, s.cache, prefix=s.cache_prefix, ttl=s.cache_ttl)
-    return ResponseCache(Path(os.path.expanduser(s.cache_dir)), s.cache, ttl=s.cache_ttl)
+        return RedisCache(s.cache_url, s.cache, prefix=s.cache_prefix, ttl=s.cache_ttl, signing=signing)
+    return ResponseCache(Path(os.path.expanduser(s.cache_dir)), s.cache, ttl=s.cache_ttl, signing=signing)
 
 
 class Engine:
@@ -155,11 +158,13 @@ class Engine:
         self.add_usage(usage, checklist=True)
         return result
 
-    async def aevaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
+    async def aevaluate(self, output: str, checklist: Checklist, source: SourceArg = None, *,
                         model: str | None = None, prompt: Prompt | None = None,
                         question_first: bool = False, explain: ExplainMode | None = None) -> Evaluation:
-        """Judge ``output``; ``prompt``: an evaluator prompt for this call (default: the settings' judge prompt,
-        else the packaged one); ``explain``: the explain mode for this call (default: the settings')."""
+        """Judge ``output``; ``source``: a text or a list of documents (:mod:`pytest_bineval.sources`);
+        ``prompt``: an evaluator prompt for this call (default: the settings' judge prompt, else the packaged one);
+        ``explain``: the explain mode for this call (default: the settings')."""
+        text = source_text(source)  # documents: numbered and delimited, as the judge reads them
         self.check_budget()
         name = model or self.settings.judge_model
         # The embedded model is one in-process instance: ask its questions back to back.
@@ -170,7 +175,7 @@ class Engine:
         async def once(repeat: int, limit: int) -> Evaluation:
             # each evaluation (each repeat of it) has its deadline: timeout * (retries + 1) + 1 s from its start
             client = self.client(name, repeat=repeat, deadline=self.assertion_deadline())
-            return await _judge.judge(client, output, checklist, source, concurrency=limit,
+            return await _judge.judge(client, output, checklist, text, concurrency=limit,
                                       question_first=question_first, prompt=prompt or self._judge_prompt,
                                       explain=explain or self.settings.explain)
 
@@ -182,7 +187,7 @@ class Engine:
                 raise
             self.add_usage(result.usage)
             if self.settings.confirm:
-                result = await self._confirm(result, output, checklist, source, name, concurrency=concurrency,
+                result = await self._confirm(result, output, checklist, text, name, concurrency=concurrency,
                                              question_first=question_first, prompt=prompt or self._judge_prompt)
             return result
         # Every repeat asks the whole checklist again, with its own cache entries; hosted models share the
@@ -254,7 +259,7 @@ class Engine:
         return run_sync(self.achecklist(task, dimensions, model=model, strategy=strategy, question=question,
                                         qworld=qworld))
 
-    def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
+    def evaluate(self, output: str, checklist: Checklist, source: SourceArg = None, *,
                  model: str | None = None) -> Evaluation:
         _judge.check_output(output, source)
         return run_sync(self.aevaluate(output, checklist, source, model=model))

@@ -34,6 +34,13 @@ class MissingExtraError(BinevalError, ImportError):
     """An optional dependency (the embedded model's extra) is not installed."""
 
 
+def install_hint(extra: str, *more: str) -> str:
+    """How to install the optional extra ``extra`` as pytest-bineval is installed today (no release on PyPI: an
+    editable install from a clone), then ``more`` (``pip install --no-deps ...`` of a package fetched apart)."""
+    line = " && ".join([f'pip install -e ".[{extra}]"', *(f"pip install --no-deps {m}" for m in more)])
+    return f"{line} (in a clone of pytest-bineval; docs/getting-started.md)"
+
+
 class ChecklistGenerationError(BinevalError):
     """The checklist model could not produce usable questions."""
 

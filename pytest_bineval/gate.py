@@ -7,12 +7,13 @@ engine asks), because the plan depends on how many flips the whole run has; ``bi
 --confirm-flips`` does the same with an engine of its own. Without an engine every examined flip is
 *unconfirmed* (:func:`unconfirmed`), which the gate counts as unsettled, never as noise.
 
-What the judge reads: each side's task, source and output as its record keeps them, the question of this run's
-checklist and this run's judge model for both (the judge held fixed, so that only the output can differ). A record
-keeps at most 20,000 characters of the output and 4,000 of the source, redacted: a side whose kept text is not
-what the judge read first cannot be re-asked faithfully and its flips are unconfirmed, saying why -- except this
-run's own evaluations, whose full texts the run keeps in memory for this (:class:`KeptInput`, never written to a
-report). The fresh asks are cached under their own keys (repeat :data:`FLIP_REPEAT` + i), apart from the first asks,
+What the judge reads: each side's task, output and source, the question of this run's checklist and this run's
+judge model for both (the judge held fixed, so that only what it reads can differ). A record keeps at most 20,000
+characters of the output and 4,000 of the source (as the judge read it: documents numbered), redacted. This run's
+own evaluations' full texts are kept in memory for this (:class:`KeptInput`, never written to a report); the
+baseline's source is this run's when the digests say it is the same, else the one its report keeps. A side whose
+kept text is not what the judge read (cut, or redacted) cannot be re-asked faithfully: its flips are unconfirmed,
+saying why. The fresh asks are cached under their own keys (repeat :data:`FLIP_REPEAT` + i), apart from the first asks,
 ``--bineval-repeats`` and ``--bineval-confirm``: the baseline's, made once, serve every later run against it.
 """
 
@@ -37,6 +38,7 @@ from .report.comparison import (
     RegressionReport,
 )
 from .report.record import EvaluationRecord, text_digest
+from .sources import NO_SOURCE_DIGEST, SourceArg, source_text
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -52,22 +54,51 @@ class JudgeInput:
     output: str
 
 
+def _source_of(record: EvaluationRecord) -> str | bool | None:
+    """The source the judge read for ``record`` as the record keeps it; False when it keeps only part of it (cut,
+    or a redacted text whose digest no longer matches)."""
+    kept = record.source
+    if kept is None:
+        return None
+    if _CUT.search(kept):
+        return False
+    if record.documents is None and record.source_digest not in (None, NO_SOURCE_DIGEST) \
+            and text_digest(kept) != record.source_digest:
+        return False  # a text whose digest is not the kept text's: redacted
+    return kept
+
+
 def judge_input(record: EvaluationRecord, kept: KeptInput | None = None) -> JudgeInput | str:
     """What the judge read for ``record`` (``kept``: its full texts, for this run's own), or why it is not known."""
     if kept is not None:
         return JudgeInput(record.task, kept.source, kept.output)
     if not record.output_digest or text_digest(record.output) != record.output_digest:
         return "the report keeps only part of the output (cut, or redacted)"
-    if record.source is not None and _CUT.search(record.source):
-        return "the report keeps only part of the source"
-    return JudgeInput(record.task, record.source, record.output)
+    source = _source_of(record)
+    if source is False:
+        return "the report keeps only part of the source (its first 4,000 characters, redacted)"
+    return JudgeInput(record.task, source if isinstance(source, str) else None, record.output)
 
 
-def keep_input(record: EvaluationRecord, output: str, source: str | None) -> KeptInput | None:
+def baseline_input(before: EvaluationRecord, after: EvaluationRecord, now: JudgeInput) -> JudgeInput | str:
+    """What the judge read for the baseline's ``before``: its output as its report keeps it, and its source -- this
+    run's own (``now``'s) when the digests say it is the same, else as the report keeps it."""
+    if not before.output_digest or text_digest(before.output) != before.output_digest:
+        return "the report keeps only part of the output (cut, or redacted)"
+    if before.source_digest is not None and before.source_digest == after.source_digest:
+        return JudgeInput(before.task, now.source, before.output)
+    source = _source_of(before)
+    if source is False:
+        return "the source changed, and the report keeps only part of the baseline's (its first 4,000 characters)"
+    return JudgeInput(before.task, source if isinstance(source, str) else None, before.output)
+
+
+def keep_input(record: EvaluationRecord, output: str, source: SourceArg) -> KeptInput | None:
     """The texts to keep for ``record`` when it keeps less than the judge read (None: it keeps all of it)."""
-    if record.output == output and record.source == source:
+    text = source_text(source)
+    if record.output == output and record.source == text:
         return None
-    return KeptInput(key=record.key, output=output, source=source)
+    return KeptInput(key=record.key, output=output, source=text)
 
 
 def _norm(text: str) -> str:
@@ -152,7 +183,7 @@ async def confirm_flips(report: RegressionReport, before: Sequence[EvaluationRec
 
     async def case(d: EvaluationDiff, changes: list[QuestionChange]) -> None:
         now = judge_input(new[d.key], (kept or {}).get(d.key))
-        was = judge_input(old[d.key])
+        was = now if isinstance(now, str) else baseline_input(old[d.key], new[d.key], now)
         for change in changes:
             if isinstance(now, str) or isinstance(was, str):
                 why = f"this run's: {now}" if isinstance(now, str) else f"the baseline's: {was}"

@@ -16,7 +16,7 @@ import pytest
 from . import outputs
 from .errors import BinevalAssertionError, BinevalError, BinevalJudgeError
 from .markers import MARKER_HELP, MarkerArgs, read_marker
-from .options import Options, add_options, read_options
+from .options import Options, add_options, put_paths_back, read_options
 from .outputs.base import output_log
 
 if TYPE_CHECKING:
@@ -32,6 +32,11 @@ OPTIMIZER = pytest.StashKey[Any]()  # the --bineval-optimize loop (optimize.reru
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    put_paths_back(args)  # --bineval-update-checklists tests/test_x.py: the path is a test path, not the mode
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

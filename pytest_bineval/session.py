@@ -28,6 +28,7 @@ from .report.comparison import RegressionReport
 from .report.document import OptimizeOutcome, ReportDocument, ReportSettings, Totals
 from .report.ledger import RunLedger
 from .report.record import ChecklistStatus, EvaluationRecord, JudgedBy, Location, UnscoredTest
+from .sources import SourceArg
 
 Threshold = float | Mapping[str, float]
 
@@ -229,7 +230,7 @@ class BinevalService:
             return run_sync(self._agenerate(task, resolve_dimensions(dimensions)))
         return run_sync(self._agenerate(task or DEFAULT_TASK, qworld_dimensions(dimensions), strategy, question))
 
-    def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
+    def evaluate(self, output: str, checklist: Checklist, source: SourceArg = None, *,
                  dimensions: list[str] | None = None, model: str | None = None) -> Evaluation:
         return self.engine.evaluate(output, checklist.select(dimensions), source, model=model)
 
@@ -291,7 +292,7 @@ class BinevalService:
         return checklist, "stale" if stale else "unpinned"
 
     def record(self, ctx: TestContext, evaluation: Evaluation, thresholds: dict[str, float], checklist: Checklist,
-               status: ChecklistStatus, output: str, source: str | None,
+               status: ChecklistStatus, output: str, source: SourceArg,
                location: Location | None, *, score_kind: ScoreKind = "share") -> EvaluationRecord:
         """Keep the evaluation's record (for the summary, the report, xdist and the hook) and return it."""
         with self._lock:  # one index per evaluation, also when the test's threads evaluate at once
@@ -503,8 +504,8 @@ class Bineval:
         ``question``; pinned files are used by tests, not by this call."""
         return self._service.checklist(task, dimensions, strategy=strategy, question=question)
 
-    def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
+    def evaluate(self, output: str, checklist: Checklist, source: SourceArg = None, *,
                  dimensions: list[str] | None = None, model: str | None = None) -> Evaluation:
         """Answer the checklist's questions (or its ``dimensions``') about ``output`` with the session's engine
-        (its cache, its usage); no threshold, no record."""
+        (its cache, its usage); no threshold, no record. ``source``: a text or a list of documents."""
         return self._service.evaluate(output, checklist, source, dimensions=dimensions, model=model)

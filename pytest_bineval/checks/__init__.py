@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .catalogue import KINDS, Check, CheckError, CheckResult, Kind, parse_check, run_check
+from .catalogue import KINDS, Check, CheckError, CheckResult, CheckTimeout, Kind, parse_check, run_check
 
-__all__ = ["KINDS", "Check", "CheckError", "CheckResult", "Kind", "parse_check", "run_check"]
+__all__ = ["KINDS", "Check", "CheckError", "CheckResult", "CheckTimeout", "Kind", "parse_check", "run_check"]

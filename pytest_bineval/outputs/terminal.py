@@ -338,8 +338,7 @@ def _regressed_lines(r: RegressionReport) -> list[Line]:
     lines: list[Line] = []
     for d in r.regressed_cases():
         params = f" ({_params(d)})" if d.params else ""
-        output = "output changed" if d.output_changed else "same output"
-        lines.append((f"REGRESSED {d.key}{params}: {output}", {"red": True, "bold": True}))
+        lines.append((f"REGRESSED {d.key}{params}: {d.inputs}", {"red": True, "bold": True}))
         for c in d.flips():
             lines.append((f"  [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} ({flip_note(c)})",
                           {"red": True} if c.flip is not None and c.flip.regression else {}))
@@ -356,10 +355,9 @@ def _flip_lines(r: RegressionReport) -> list[Line]:
         for d, c in r.flips(*statuses):
             if d.regressed:
                 continue  # shown under its case
-            output = "output changed" if d.output_changed else "same output"
             counted = r.fail_on == "any" and c.kind == "regression"  # what =any fails on, whatever re-asking said
             lines.append((f"{'REGRESSION' if counted else label} {d.key} [{c.dimension}] {one_line(c.question)}: "
-                          f"{c.before} -> {c.after} ({output}; {flip_note(c)})",
+                          f"{c.before} -> {c.after} ({d.inputs}; {flip_note(c)})",
                           {"red": True, "bold": True} if counted else markup))
             if label != "UNSTABLE FLIP" or counted or c.repeats or c.baseline_repeats:
                 lines += _explained(c)
@@ -377,8 +375,8 @@ def _change_lines(r: RegressionReport) -> list[Line]:
         for d, c in r.changes(kind):
             if c.flip is not None:
                 continue
-            output = "output changed" if d.output_changed else "same output"
-            head = f"{kind.upper()} {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} ({output})"
+            head = (f"{kind.upper()} {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} "
+                    f"({d.inputs})")
             lines.append((head, styles[kind]))
             lines += _explained(c)
     for d, c in r.edited_changes():  # a small edit of the question: not the same question, so not gated
@@ -423,6 +421,7 @@ def regression_lines(r: RegressionReport) -> list[Line]:
     lines += suite_lines(r)
     lines += _flip_lines(r)
     lines += _change_lines(r)
+    lines += _source_lines(r)
     drops = {(d.key, s.name) for d, s in r.score_drops()}
     for d in r.compared:
         for s in d.scores:
@@ -457,10 +456,21 @@ def regression_lines(r: RegressionReport) -> list[Line]:
     changed = sum(d.output_changed for d in r.compared)
     lines.append((f"outputs: {changed} changed, {len(r.compared) - changed} unchanged and judged again, of "
                   f"{_n(len(r.compared), 'compared evaluation')}", {}))
+    states = [d.source_change.state for d in r.compared]
+    if any(s != "same" for s in states):
+        unknown = f", {states.count('unknown')} unknown (not recorded in the baseline)" if "unknown" in states else ""
+        lines.append((f"sources: {states.count('changed')} changed, {states.count('same')} the same{unknown}", {}))
     cost = flip_cost_line(r)
     if cost is not None:
         lines.append(cost)
     return _shown(lines)
+
+
+def _source_lines(r: RegressionReport) -> list[Line]:
+    """``SOURCE CHANGED <key>: 1 document removed: [2] Refund policy``, for each compared evaluation whose answers
+    changed on a source that changed: its flips are about another source, not the judge's noise."""
+    return [(f"SOURCE CHANGED {d.key}: {one_line(d.source_change.summary())}", {"yellow": True, "bold": True})
+            for d in r.compared if d.source_change.changed_source and d.changes]
 
 
 def _score2(value: object) -> str:

@@ -35,6 +35,7 @@ from ..gate_stats import Pair as RatePair
 from ..kinds import FailOn
 from ..models import Answer, Verdict
 from .record import EvaluationRecord, JudgedBy, Location, Outcome
+from .source_change import SourceChange, diff_sources
 
 ChangeKind = Literal["regression", "unstable flip", "fix", "judge error", "recovered"]
 CHANGE_KINDS: tuple[ChangeKind, ...] = ("regression", "unstable flip", "judge error", "fix", "recovered")
@@ -117,6 +118,9 @@ class EvaluationDiff(BaseModel):
     outcome: Outcome
     baseline_outcome: Outcome
     output_changed: bool = Field(description="the output under test differs from the baseline's (digest)")
+    source_change: SourceChange = Field(default_factory=SourceChange, description="how the source differs from "
+                                        "the baseline's: same, changed (documents added, removed, changed) or "
+                                        "unknown (a baseline that did not record it)")
     changes: list[QuestionChange] = Field(default_factory=list)
     scores: list[ScoreChange] = Field(default_factory=list)
     questions_added: list[QuestionRef] = Field(default_factory=list)
@@ -138,6 +142,18 @@ class EvaluationDiff(BaseModel):
     def regressed(self) -> bool:
         """A confirmed regression of this case: a flip confirmed by re-asking, or decided by a code check."""
         return any(c.flip is not None and c.flip.regression for c in self.flips())
+
+    @property
+    def inputs(self) -> str:
+        """What changed of what the judge was asked about (:meth:`SourceChange.label`): ``output changed``,
+        ``source changed``, ``output and source changed``, ``same output and source`` or ``same output, source
+        unknown``."""
+        return self.source_change.label(self.output_changed)
+
+    @property
+    def same_inputs(self) -> bool:
+        """The same output judged against the same source: only here can a flip be the judge's noise."""
+        return not self.output_changed and self.source_change.state == "same"
 
 
 class SuiteDimension(BaseModel):
@@ -373,10 +389,11 @@ def _ref(v: Verdict) -> QuestionRef:
 
 def same_input(before: EvaluationRecord, after: EvaluationRecord, b: Verdict, a: Verdict) -> bool:
     """Whether the judge read the same thing for question ``b`` of ``before`` and ``a`` of ``after``: the same
-    output (digest), source, task, question text and judge model. A flip there is the judge's own noise."""
+    output and source (digests; a source a baseline did not record is never taken for the same), task, question
+    text and judge model. A flip there is the judge's own noise."""
     return (bool(before.output_digest) and before.output_digest == after.output_digest
-            and before.source == after.source and before.task == after.task and b.question == a.question
-            and before.model == after.model)
+            and before.source_digest is not None and before.source_digest == after.source_digest
+            and before.task == after.task and b.question == a.question and before.model == after.model)
 
 
 def _flip(before: EvaluationRecord, after: EvaluationRecord, b: Verdict, a: Verdict, same_judge: bool) -> FlipCheck:
@@ -443,6 +460,7 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolera
         key=after.key, test=after.test, index=after.index, location=after.location, outcome=after.outcome,
         baseline_outcome=before.outcome,
         output_changed=bool(before.output_digest) and before.output_digest != after.output_digest,
+        source_change=diff_sources(before, after),
         changes=changes, scores=scores, questions_added=[_ref(v) for v in added],
         questions_removed=[_ref(v) for v in removed], matched_by_text=by_text, matched_by_id=by_id,
         replaced=replaced, unchanged=unchanged, params=dict(after.params),
@@ -569,13 +587,15 @@ class BaselineDiff:
     changes: dict[tuple[str, str], QuestionChange] = field(default_factory=dict)
     scores: dict[tuple[str, str], float | None] = field(default_factory=dict)  # (key, dimension) -> old score
     drops: frozenset[tuple[str, str]] = frozenset()  # (key, dimension): fell by more than the tolerance
+    sources: dict[str, SourceChange] = field(default_factory=dict)  # key -> how its source changed (changed only)
 
     @classmethod
     def of(cls, report: RegressionReport) -> BaselineDiff:
         return cls(report=report,
                    changes={(d.key, c.question_id): c for d in report.compared for c in d.changes},
                    scores={(d.key, s.name): s.before for d in report.compared for s in d.scores},
-                   drops=frozenset((d.key, s.name) for d, s in report.score_drops()))
+                   drops=frozenset((d.key, s.name) for d, s in report.score_drops()),
+                   sources={d.key: d.source_change for d in report.compared if d.source_change.changed_source})
 
     @property
     def label(self) -> str:

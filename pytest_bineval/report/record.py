@@ -34,6 +34,7 @@ from ..models import (
 )
 from ..redaction import redact, replace_surrogates, secret_values
 from ..repeats import wilson_interval
+from ..sources import NO_SOURCE_DIGEST, Source, SourceArg, heading, read_source
 
 SOURCE_IN_REPORT = 4000  # characters of the source kept in a record
 PARAM_IN_REPORT = 300  # characters of each parameter's repr kept in a record
@@ -108,6 +109,30 @@ class Location(BaseModel):
     line: int
 
 
+class SourceDocument(BaseModel):
+    """One document of a source given as a list of documents (``source=[...]``), as a record keeps it: where the
+    judge read it, its id and title (redacted, one line) and the digest of its text."""
+
+    number: int = Field(description="its position in the list, from 1: the judge read it as [number]")
+    id: str | None = None
+    title: str | None = None
+    digest: str = Field(description="digest of its text")
+    chars: int = Field(default=0, description="length of its text")
+
+    @property
+    def heading(self) -> str:
+        """``[2] Refund policy (id: kb-7)``, as the judge read it."""
+        return heading(self.number, self.id, self.title)
+
+    @classmethod
+    def of(cls, source: Source | None, secrets: list[str]) -> list[SourceDocument] | None:
+        if source is None or source.documents is None:
+            return None
+        return [cls(number=n, id=None if d.id is None else clean(d.id, secrets),
+                    title=None if d.title is None else clean(d.title, secrets), digest=d.digest, chars=len(d.text))
+                for n, d in enumerate(source.documents, 1)]
+
+
 class EvaluationRecord(BaseModel):
     """One evaluation made by ``assert_passes`` (or the ``bineval`` fixture) during a test."""
 
@@ -128,7 +153,13 @@ class EvaluationRecord(BaseModel):
     verdicts: list[Verdict] = Field(default_factory=list)
     output: str = Field(default="", description=f"the output under test (first {OUTPUT_IN_REPORT} characters)")
     output_digest: str = ""
-    source: str | None = Field(default=None, description=f"the source (first {SOURCE_IN_REPORT} characters)")
+    source: str | None = Field(default=None, description=f"the source as the judge read it (first {SOURCE_IN_REPORT} "
+                               "characters; documents numbered and delimited)")
+    source_digest: str | None = Field(default=None, description="digest of the whole source: of its text, or of its "
+                                      f"documents' ids, titles and texts in order; '{NO_SOURCE_DIGEST}' when no source "
+                                      "was given; absent in older reports (unknown, never unchanged)")
+    documents: list[SourceDocument] | None = Field(default=None, description="the source's documents, when source= "
+                                                   "was a list of documents (None: one text, or no source)")
     usage: Usage = Field(default_factory=Usage)
     location: Location | None = None
     params: dict[str, str] = Field(default_factory=dict, description="the test's parameters (pytest's "
@@ -143,7 +174,7 @@ class EvaluationRecord(BaseModel):
     @classmethod
     def build(cls, *, test: str, evaluation: Evaluation, thresholds: dict[str, float], questions: Sequence[Question],
               checklist_status: ChecklistStatus, checklist_model: str = "", prompt_version: str = "",
-              output: str = "", source: str | None = None, prompt: str | None = None, index: int = 0,
+              output: str = "", source: SourceArg = None, prompt: str | None = None, index: int = 0,
               location: Location | None = None, gate: Gate = "mean", score_kind: ScoreKind = "share",
               strategy: Strategy = "bineval", params: Mapping[str, object] | None = None) -> EvaluationRecord:
         """The record of ``evaluation`` judged against ``thresholds`` (its outcome is computed here); the
@@ -170,7 +201,8 @@ class EvaluationRecord(BaseModel):
             else "passed" if all(d.outcome == "passed" for d in dims) else "failed"
         )
         secrets = secret_values()
-        kept_source = excerpt(source, SOURCE_IN_REPORT)
+        src = read_source(source)  # a list of documents: rendered as the judge read it, and each one's digest
+        kept_source = excerpt(None if src is None else src.text, SOURCE_IN_REPORT)
         return cls(
             test=test, index=index, task=clean(evaluation.task, secrets), prompt=prompt, model=evaluation.model,
             checklist_model=checklist_model, checklist_status=checklist_status, prompt_version=prompt_version,
@@ -178,6 +210,7 @@ class EvaluationRecord(BaseModel):
             verdicts=[_clean_verdict(v, secrets) for v in evaluation.verdicts],
             output=clean(excerpt(output, OUTPUT_IN_REPORT) or "", secrets), output_digest=text_digest(output),
             source=None if kept_source is None else clean(kept_source, secrets), usage=evaluation.usage,
+            source_digest=NO_SOURCE_DIGEST if src is None else src.digest, documents=SourceDocument.of(src, secrets),
             location=location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
             gate=gate, score_kind=score_kind, strategy=strategy,
             params={str(k): clean(excerpt(_repr(v), PARAM_IN_REPORT) or "", secrets)

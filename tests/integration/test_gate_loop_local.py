@@ -42,7 +42,7 @@ def judge_args(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         return
     missing = LlamaServer.missing()
     if missing:
-        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install 'pytest-bineval[server]'")
+        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install -e '.[server]'")
     with LlamaServer(tmp_path_factory.mktemp("llama-server") / "server.log") as server:
         yield [f"--bineval-model=openai/{SERVER_ALIAS}", f"--bineval-api-base={server.base_url}"]
 

@@ -122,9 +122,9 @@ Did the suite get worse? A one-sided sign-flip test over the evaluations on thei
 
 <details><summary>The judge's noise: 1 flip not kept on re-asking, or with the same judge input</summary>
 
-| test | dimension | question | answer | output | re-asked |
+| test | dimension | question | answer | output / source | re-asked |
 |---|---|---|---|---|---|
-| `tests/test_s.py::test_d` | consistency | Is every claim supported by the input? | yes → no | changed | judge noise; re-asked: now yes yes; baseline yes |
+| `tests/test_s.py::test_d` | consistency | Is every claim supported by the input? | yes → no | output changed | judge noise; re-asked: now yes yes; baseline yes |
 
 </details>
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from support import ANSWERS_FILE_RULE as ANSWER
-from support import REAL_CHECKLIST, make_project
+from support import REAL_CHECKLIST, make_project, real_judge_project
 
 from pytest_bineval.dimensions import resolve_dimensions
 from pytest_bineval.models import Evaluation, Verdict
@@ -148,9 +148,9 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
         "baseline: base.json (2026-11-30T12:00:00+00:00, pytest-bineval *)",
         "SUITE consistency: uninformative (*",
         "SUITE fluency: uninformative (*",
-        f"UNSTABLE FLIP {t}test_a [[]consistency[]] {Q('consistency', 1)}: yes -> no (same output; judge noise: "
-        "same input)",
-        f"JUDGE ERROR {t}test_d [[]consistency[]] {Q('consistency', 2)}: yes -> error (same output)",
+        f"UNSTABLE FLIP {t}test_a [[]consistency[]] {Q('consistency', 1)}: yes -> no (same output and source; "
+        "judge noise: same input)",
+        f"JUDGE ERROR {t}test_d [[]consistency[]] {Q('consistency', 2)}: yes -> error (same output and source)",
         "    cause: *provider exploded: 503*",
         "    was: old yes consistency-2",
         f"FIX {t}test_b [[]consistency[]] {Q('consistency', 2)}: no -> yes (output changed)",
@@ -250,8 +250,8 @@ def test_a_regression_fails_the_session_only_with_fail_on_regression(pytester: p
         # the flip of the same output is the judge's noise: the bare option acts on confirmed regressions only
         noise = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression")
         assert noise.ret == pytest.ExitCode.OK
-        noise.stdout.fnmatch_lines(["UNSTABLE FLIP test_green.py::test_a [[]consistency] *: yes -> no (same output; "
-                                    "judge noise: same input)",
+        noise.stdout.fnmatch_lines(["UNSTABLE FLIP test_green.py::test_a [[]consistency] *: yes -> no (same output "
+                                    "and source; judge noise: same input)",
                                     "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance "
                                     "0.00)"])
     gated = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression=any",
@@ -458,10 +458,11 @@ def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pyte
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        f"REGRESSION test_rep.py::test_r [[]consistency[]] {c2}: yes -> no (same output; judge noise: same input)",
+        f"REGRESSION test_rep.py::test_r [[]consistency[]] {c2}: yes -> no (same output and source; judge noise: "
+        "same input)",
         "    answers now: no no no; in the baseline: yes yes yes",
-        f"UNSTABLE FLIP test_rep.py::test_r [[]consistency[]] {c1}: yes -> no (same output; judge noise: same "
-        "input)",
+        f"UNSTABLE FLIP test_rep.py::test_r [[]consistency[]] {c1}: yes -> no (same output and source; judge "
+        "noise: same input)",
         "    answers now: *; in the baseline: yes yes no",
         "*= bineval summary =*",
         "PASS test_rep.py::test_r: consistency 0.17 [[]0.03, 0.56[]] >= 0.00, fluency 1.00 [[]0.61, 1.00[]] >= 0.00",
@@ -561,11 +562,7 @@ def test_real_diff():
 def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
     from pytest_bineval.report.comparison import classify
 
-    pin = pytester.path / "__bineval__" / "test_real" / "test_real_diff.json"
-    pin.parent.mkdir(parents=True)
-    pin.write_text(json.dumps({"format": 1, "checklists": [REAL_CHECKLIST]}))
-    pytester.makepyfile(test_real=REAL_SUITE)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    real_judge_project(pytester, "test_real_diff", REAL_SUITE)
     output = pytester.path / "output.txt"
     cache = f"--bineval-cache-dir={tmp_path / 'cache'}"
     output.write_text("Lyon opened a 40 million euro bridge on Monday.")

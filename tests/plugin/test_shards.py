@@ -161,6 +161,29 @@ def test_a_shard_report_given_twice_is_an_error_not_a_double_count(tmp_path: Pat
     assert not (tmp_path / "merged.json").exists()
 
 
+@pytest.mark.parametrize("target", ["same", "relative", "link"])
+def test_the_output_may_not_be_one_of_the_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """``bineval report merge a.json b.json -o a.json`` exited 0 and overwrote a shard (``cache merge`` refuses
+    the same): a usage error naming it, nothing written, whether -o is the same path, another spelling of it, or a
+    link to it."""
+    a = _shard(tmp_path / "a.json", _record("t.py::test_x"))
+    b = _shard(tmp_path / "b.json", _record("t.py::test_y"))
+    before = Path(a).read_bytes()
+    out = a
+    if target == "relative":
+        monkeypatch.chdir(tmp_path)
+        out = "./sub/../a.json"
+        (tmp_path / "sub").mkdir()
+    elif target == "link":
+        (tmp_path / "link.json").symlink_to(a)
+        out = str(tmp_path / "link.json")
+    assert main(["report", "merge", a, b, "-o", out]) == 2
+    err = capsys.readouterr().err
+    assert f"bineval: error: {a} is both a shard report and the output (-o): the merge would overwrite a shard" in err
+    assert Path(a).read_bytes() == before
+
+
 @pytest.mark.parametrize(("change", "said"), [
     ({"model": "other/judge"}, "has judge model (--bineval-model) 'm', {b} has 'other/judge'"),
     ({"prompt_version": "8"}, "has packaged prompt version '7', {b} has '8'"),

@@ -441,8 +441,9 @@ def test_non_str_output_is_a_type_error_before_any_call(fake: ScriptedModel, cac
                                                          output: Any) -> None:
     with pytest.raises(TypeError, match="must be a str"):
         evaluate(output, make_checklist(2), ARTICLE, **opts(fake, cache_dir))
-    with pytest.raises(TypeError, match="source must be a str or None"):
-        evaluate(SUMMARY, make_checklist(2), output or 3.5, **opts(fake, cache_dir))
+    with pytest.raises(TypeError, match="source must be a str, a list of documents or None"):
+        evaluate(SUMMARY, make_checklist(2), 3.5 if output is None or isinstance(output, list) else output,
+                 **opts(fake, cache_dir))
     assert fake.requests == []
 
 
