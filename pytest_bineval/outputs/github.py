@@ -237,7 +237,7 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
         "",
     ]
     if regressions is not None and (f := regressions.confirmation) is not None:
-        out += [f"Of which confirming the flips: {_n(f.flips, 'flip')} to confirm by re-asking about both outputs, "
+        out += [f"Of which confirming the flips: {_n(f.flips, 'flip')} to confirm by re-asking about both runs, "
                 f"{_n(f.reasks, 'fresh ask')} ({_n(f.requests, 'request')}, {_n(f.cache_hits, 'cache hit')})."
                 if f.engine else f"{_n(f.flips, 'flip')} not re-asked: no judge here (bineval report "
                 "--confirm-flips re-asks them).", ""]

@@ -99,8 +99,14 @@ class Cell:
 
     @property
     def flipped(self) -> bool:
-        """yes <-> no of an unstable question: reported apart from a regression."""
-        return self.change is not None and self.change.kind == "unstable flip"
+        """yes <-> no of an unstable question, or a yes -> no flip that was the judge's noise (re-asking did not
+        keep it, or nothing the judge read changed): reported apart from a regression."""
+        c = self.change
+        if c is None:
+            return False
+        if c.flip is not None:
+            return c.flip.status in ("unstable", "same input")
+        return c.kind == "unstable flip"
 
     @property
     def why(self) -> str:

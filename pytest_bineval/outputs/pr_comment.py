@@ -106,7 +106,7 @@ def _case(d: EvaluationDiff) -> list[str]:
     """A regressed case: its parameters, its flipped questions with their re-asks, and its outputs."""
     from .terminal import FLIP_LABELS
 
-    out = ["", f"#### {_code(d.key)}", ""]
+    out = ["", f"#### {_code(d.key)}", "", f"Since the baseline: {md(d.inputs)}.", ""]
     if d.params:
         out += [f"- `{md(k)}` = {md(v)}" for k, v in d.params.items()]
         out.append("")

@@ -321,7 +321,8 @@ def _reasked(c: QuestionChange) -> str:
 
 FLIP_LABELS = {"confirmed": "confirmed", "code check": "a code check", "skipped": "not re-asked: another flip of "
                "the case was confirmed", "unstable": "judge noise", "same input": "judge noise: same input",
-               "unconfirmed": "not confirmed", "error": "judge error on re-asking", "pending": "not confirmed"}
+               "unconfirmed": "not confirmed", "error": "judge error on re-asking",
+               "pending": "not confirmed: not re-asked"}
 
 
 def flip_note(c: QuestionChange) -> str:
@@ -400,7 +401,7 @@ def flip_cost_line(r: RegressionReport) -> Line | None:
         return (f"confirmation of flips: {_n(c.flips, 'flip')} not re-asked (no judge here: bineval report "
                 "--confirm-flips re-asks them)", {"yellow": True})
     cost = cost_text(c.cost_usd, 0)
-    return (f"confirmation of flips: {_n(c.flips, 'flip')} to confirm by re-asking about both outputs (at most "
+    return (f"confirmation of flips: {_n(c.flips, 'flip')} to confirm by re-asking about both runs (at most "
             f"{c.asks} asks of each, {c.tolerance} against the flip allowed; each flip at level {c.level:.2g}, a "
             "flip of noise "
             f"confirmed with chance <= {c.bound:.2g}): {_n(c.reasks, 'fresh ask')}, {_n(c.requests, 'request')}, "

@@ -100,6 +100,8 @@ A question answered yes in the baseline and no now, re-asked about both outputs 
 
 #### `tests/test_s.py::test_a[ferry]`
 
+Since the baseline: output changed.
+
 - `city` = 'ferry &lt;town&gt;'
 
 | dimension | question | answer | re-asked | verdict | explanation now |

@@ -138,7 +138,7 @@ def test_a_pr_that_invents_a_policy_fails_the_default_gate_naming_the_four_cases
         "points)",
         "SUITE helpfulness: uninformative (1.00 -> 1.00 over 13 evaluations, p = 1; it could miss a drop of 29 "
         "points)",
-        "confirmation of flips: 12 flips to confirm by re-asking about both outputs (at most 8 asks of each, 1 "
+        "confirmation of flips: 12 flips to confirm by re-asking about both runs (at most 8 asks of each, 1 "
         "against the flip allowed; each flip at level 0.0021, a flip of noise confirmed with chance <= 0.0012): 56 "
         "fresh asks, 56 requests, 0 cache hits, *",
         "vs baseline base.json: 4 cases regressed (confirmed), 4 confirmed flips, 0 flips of the judge's noise, 0 "

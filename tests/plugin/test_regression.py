@@ -523,7 +523,7 @@ def test_a_confirmed_regression_fails_the_session_and_a_deselected_test_is_not_r
         "SCORE DROP test_sig.py::test_s: consistency 1.00 -> 0.00 (-1.00, tolerance 0.00)",
         "tests not run (1): in the baseline, not run this time (deselected, another subset, skipped or deleted): "
         "test_sig.py::test_other",
-        "confirmation of flips: 6 flips to confirm by re-asking about both outputs (at most 10 asks of each, 2 "
+        "confirmation of flips: 6 flips to confirm by re-asking about both runs (at most 10 asks of each, 2 "
         "against the flip allowed; *): 16 fresh asks, 16 requests, 0 cache hits, *",
         "vs baseline base.json: 1 case regressed (confirmed), 1 confirmed flip, *; 1 evaluation compared, 0 added, 0 "
         "removed, 1 not run",
@@ -535,7 +535,7 @@ def test_a_confirmed_regression_fails_the_session_and_a_deselected_test_is_not_r
         strict = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
                      "--bineval-alpha=0.01", "-k", "not test_other")
         assert strict.ret == pytest.ExitCode.TESTS_FAILED
-        strict.stdout.fnmatch_lines(["confirmation of flips: 6 flips to confirm by re-asking about both outputs (at "
+        strict.stdout.fnmatch_lines(["confirmation of flips: 6 flips to confirm by re-asking about both runs (at "
                                      "most 9 asks of each, 1 against the flip allowed; *): 16 fresh asks, 0 "
                                      "requests, 16 cache hits*"])
 
