@@ -213,6 +213,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         baseline = ReportDocument.load(args.baseline)
         diff = diff_reports(document, baseline, args.baseline, tolerance=args.tolerance or 0.0, alpha=args.alpha,
                             fail_on=args.fail_on_regression or "significant")
+        if document.calibration is not None and document.calibration.untrusted:  # the run's --bineval-trust-kappa
+            diff = diff.model_copy(update={"untrusted": dict(document.calibration.untrusted)})
         diff = _confirm_flips(args, document, baseline, diff)
     else:  # the run's own comparison, when it was made with --bineval-baseline
         diff = document.regressions
@@ -556,6 +558,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     _add_cache_parser(sub)
+    from .judge_cli import add_judge_parsers
+
+    add_judge_parsers(sub)  # label, calibrate, lint
 
     p = sub.add_parser(
         "serve", help="serve the embedded model over HTTP (llama.cpp's OpenAI-compatible server on 127.0.0.1)",

@@ -154,10 +154,6 @@ _ABOUT_THE_INPUT = re.compile(
 )
 
 
-class MissingSourceWarning(UserWarning):
-    """An assertion was asked without ``source=`` while questions of its checklist are about the input."""
-
-
 def refers_to_the_input(text: str) -> bool:
     """Whether a question's ``text`` refers to the input (``the input``, ``the source``, ``the article``, ...)."""
     return _ABOUT_THE_INPUT.search(text) is not None
@@ -217,6 +213,8 @@ def explanation_messages(messages: list[dict[str, Any]], answer_reply: str) -> l
 
 
 def check_output(output: object, source: object) -> None:
+    """The input's one check, where it comes in: an output that is not a ``str`` (or a source neither ``str`` nor
+    None) is an :class:`ArgumentTypeError` before anything is asked."""
     if not isinstance(output, str):
         raise ArgumentTypeError(f"the output under test must be a str, not {type(output).__name__}")
     if source is not None and not isinstance(source, str):  # a list of documents (pytest_bineval.sources), checked
@@ -377,9 +375,9 @@ async def judge(
     An empty output is judged like any other (each question is still asked; a sound judge says no).
     Output and source too large for the judge's context raise :class:`InputTooLargeError` once every question
     already being asked has finished (none is left running; none not yet asked is asked), with the usage of
-    every request made (the failed ones too).
+    every request made (the failed ones too). The input was checked where it came in (``assert_passes``,
+    ``evaluate``, ``Engine.evaluate``: :func:`check_output`).
     """
-    check_output(output, source)
     semaphore = asyncio.Semaphore(max(1, concurrency))
     stop = asyncio.Event()  # set by a question that raised: the questions not asked yet are not asked
     blank = judge_messages(checklist.task, source, output, Question(id="", dimension="", text=""),
@@ -467,8 +465,8 @@ def check_seconds(client: LLMClient) -> float:
 async def checked_verdict(question: Question, check: dict[str, Any], output: str, seconds: float) -> Verdict:
     """The verdict of ``question`` decided by its ``check``: the check's result and what it measured; a check
     that does not finish within ``seconds`` is an error verdict saying so (never a pass)."""
-    from .checks.catalogue import CheckTimeout
     from .checks.running import arun_check
+    from .errors import CheckTimeout
 
     base: dict[str, Any] = {"question_id": question.id, "dimension": question.dimension, "question": question.text,
                             "decided_by": "code"}

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 
 from .errors import UsageError
+from .judge_cli import parse_kappa
 from .kinds import FAIL_ON, GATES, PIN_UPDATES, FailOn, Gate, PinUpdate
 from .llm.cache import cache_signing
 from .settings import SETTING_SPECS, OptionSpec, Settings, choice, number_in
@@ -44,6 +45,8 @@ class Options:
     alpha: float = 0.05  # --bineval-alpha: significance level of a dimension's drop against the baseline
     gate: Gate = "mean"
     github: str = "auto"  # auto (GITHUB_ACTIONS=true), on, off
+    labels: str | None = None  # --bineval-labels FILE: people's labels of verdicts (pytest_bineval.labels)
+    trust_kappa: float | None = None  # --bineval-trust-kappa K: the gate trusts dimensions with kappa >= K only
 
 
 def parse_threshold(text: str) -> float | dict[str, float]:
@@ -166,6 +169,12 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                "95-percent Wilson interval (lower-bound)", choice(GATES), "GATE", "mean"),
     OptionSpec("github", "github", "GitHub Actions job summary and annotations: auto (when GITHUB_ACTIONS=true), "
                "on, off", choice(GITHUB_MODES), "MODE", "auto"),
+    OptionSpec("labels", "labels", "a labels file (JSON lines of people's yes/no on verdicts, relative to the "
+               "rootdir): the summary and reports show the judge's agreement with them (kappa, TPR, TNR) for the "
+               "questions this run asked; stale labels are said, not used", str, "FILE", "none"),
+    OptionSpec("trust-kappa", "trust_kappa", "with --bineval-labels: the regression gate trusts only dimensions "
+               "whose kappa against the labels is at least K, and says which it did not trust",
+               parse_kappa, "K", "none"),
 )
 SPECS: tuple[OptionSpec, ...] = (*SETTING_SPECS, *PLUGIN_SPECS)
 

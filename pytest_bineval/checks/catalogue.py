@@ -30,20 +30,12 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import BinevalError, MissingExtraError, UsageError, install_hint
+from ..errors import CheckError, CheckTimeout, MissingExtraError, install_hint
 
 EXTRA_HINT = install_hint("checks")
 
 # Seconds a check may take when no bound is given (outside an evaluation: bineval bench, run_check).
 CHECK_SECONDS = 10.0
-
-
-class CheckError(UsageError):
-    """A check that is not in the catalogue, or whose parameters do not fit its kind."""
-
-
-class CheckTimeout(BinevalError):
-    """A check that did not finish within its bound (a regular expression that backtracks catastrophically)."""
 
 
 class CheckResult(NamedTuple):

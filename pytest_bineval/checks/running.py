@@ -14,7 +14,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from .catalogue import Check, CheckResult, CheckTimeout, parse_check
+from ..errors import CheckTimeout
+from .catalogue import Check, CheckResult, parse_check
 
 GRACE_SECONDS = 1.0  # beyond its bound, the time a check's thread is given to end (a pattern ends at the bound)
 

@@ -26,6 +26,7 @@ from ..models import Verdict, cost_text
 from ..report.comparison import BaselineDiff, QuestionChange, RegressionReport
 from ..report.document import ReportDocument
 from ..report.record import DimensionResult, EvaluationRecord
+from .labelling_html import LabellingView
 from .verdict import Part, parts_of
 
 # -- the view the template lays out -------------------------------------------------------------------------
@@ -390,7 +391,8 @@ def render_html(document: ReportDocument, comparison: RegressionReport | None = 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("pytest_bineval.outputs", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    style, script = _asset("report.css"), _asset("report.js")
+    style = _asset("report.css") + _asset("labels.css")  # labelling: outputs/labelling_html.py
+    script = _asset("report.js") + _asset("labels.js")
     for text in (style, script):
         if "</" in text:  # would end the inline element early
             raise AssertionError("an inline asset of the HTML report must not contain '</'")
@@ -401,7 +403,7 @@ def render_html(document: ReportDocument, comparison: RegressionReport | None = 
 
     return env.get_template("report.html.j2").render(
         view=view, doc=document, totals=document.totals, style=Markup(style), script=Markup(script), csp=csp,
-        flip_note=flip_note, suite_text=suite_text)
+        labelling=LabellingView.of(document), flip_note=flip_note, suite_text=suite_text)
 
 
 def write_html(path: str | os.PathLike[str], document: ReportDocument,

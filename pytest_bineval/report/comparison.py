@@ -240,6 +240,9 @@ class RegressionReport(BaseModel):
     gate_option: str = Field(default="--bineval-fail-on-regression", description="the option that set the gate, "
                              "as the gate's text names it: --bineval-fail-on-regression (a pytest run) or bineval "
                              "report --fail-on-regression (the gate of a report file)")
+    untrusted: dict[str, str] = Field(default_factory=dict, description="dimensions the gate does not act on, as "
+                                      "--bineval-trust-kappa decided (pytest_bineval.trust) -> why: their changes "
+                                      "are shown, not gated")
 
     def changes(self, kind: ChangeKind) -> list[tuple[EvaluationDiff, QuestionChange]]:
         """The changes of ``kind``, except those of slightly edited questions (:meth:`edited_changes`)."""
@@ -283,25 +286,28 @@ class RegressionReport(BaseModel):
         """What the gate fails this run for, without the option, or None. By default (``significant``): cases with a
         confirmed regression, dimensions regressed across the suite, and flips that could not be settled (a
         judge error while re-asking, or no judge to re-ask: neither a regression nor noise until re-asked); with
-        ``fail_on="any"``: any regression flip or score drop beyond the tolerance."""
+        ``fail_on="any"``: any regression flip or score drop beyond the tolerance. The :attr:`untrusted`
+        dimensions are left out (--bineval-trust-kappa)."""
         parts = []
         if self.fail_on != "any":
-            cases = self.regressed_cases()
+            cases = [d for d in self.regressed_cases()
+                     if any(c.flip is not None and c.flip.regression and c.dimension not in self.untrusted
+                            for c in d.flips())]
             if cases:
                 parts.append(f"{len(cases)} case{'s' if len(cases) != 1 else ''} regressed (confirmed): "
                              + names([d.key for d in cases]))
-            dims = self.regressed_dimensions()
+            dims = [s for s in self.regressed_dimensions() if s.name not in self.untrusted]
             if dims:
                 parts.append(f"{', '.join(s.name for s in dims)} regressed across the suite ("
                              + ", ".join(f"p = {p_text(s.p_adjusted)}" for s in dims) + ")")
-            if n := len(self.flips("error")):
+            if n := sum(c.dimension not in self.untrusted for _, c in self.flips("error")):
                 parts.append(f"{n} flipped question{'s' if n != 1 else ''} got a judge error on re-asking")
-            if n := len(self.flips("unconfirmed", "pending")):
+            if n := sum(c.dimension not in self.untrusted for _, c in self.flips("unconfirmed", "pending")):
                 parts.append(f"{n} flipped question{'s' if n != 1 else ''} could not be confirmed")
         else:
-            if n := len(self.changes("regression")):
+            if n := sum(c.dimension not in self.untrusted for _, c in self.changes("regression")):
                 parts.append(f"{n} regression{'s' if n != 1 else ''}")
-            if n := len(self.score_drops()):
+            if n := sum(s.name not in self.untrusted for _, s in self.score_drops()):
                 parts.append(f"{n} score drop{'s' if n != 1 else ''} beyond tolerance {self.tolerance:.2f}")
         if not parts:
             return None

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._version import __version__
+from ..calibrate import Calibration
 from ..errors import UsageError
 from ..files import write_text_atomic
 from ..gate_stats import DEFAULT_ALPHA
@@ -248,6 +249,9 @@ class ReportDocument(BaseModel):
                                   "pin entry created, rewritten, listed (a test added) or kept because edited by hand")
     confirmation: ConfirmationSummary | None = Field(
         default=None, description="--bineval-confirm: what it re-asked and cost (its requests are in the totals)")
+    calibration: Calibration | None = Field(
+        default=None, description="--bineval-labels: the run's verdicts against people's labels (agreement, kappa, "
+                                  "TPR, TNR per dimension and question; stale labels; the gate's trust)")
 
     def compared_with(self, diff: RegressionReport) -> ReportDocument:
         """This document holding ``diff`` (this run against a baseline) as its comparison, its totals counting it."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +22,7 @@ from ..kinds import GATES as GATES  # re-exported
 from ..kinds import Gate as Gate
 from ..models import (
     Answer,
+    Checklist,
     ConfirmCost,
     Evaluation,
     Question,
@@ -133,6 +135,38 @@ class SourceDocument(BaseModel):
                 for n, d in enumerate(source.documents, 1)]
 
 
+class RecordRequest(Protocol):
+    """What an evaluation's record keeps of what was asked: the output and its source, where the call is, the
+    generator prompt the test names, what each threshold is compared with and the kind of score.
+    :class:`~pytest_bineval.assertions.AssertionRequest` is one; :class:`Asked` is the plain one (an evaluation
+    made outside an assertion: a benchmark's, a test's)."""
+
+    @property
+    def output(self) -> str: ...
+    @property
+    def source(self) -> SourceArg: ...
+    @property
+    def location(self) -> Location | None: ...
+    @property
+    def prompt(self) -> str | None: ...
+    @property
+    def gate(self) -> Gate: ...
+    @property
+    def score_kind(self) -> ScoreKind: ...
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A plain :class:`RecordRequest`."""
+
+    output: str = ""
+    source: SourceArg = None
+    location: Location | None = None
+    prompt: str | None = None
+    gate: Gate = "mean"
+    score_kind: ScoreKind = "share"
+
+
 class EvaluationRecord(BaseModel):
     """One evaluation made by ``assert_passes`` (or the ``bineval`` fixture) during a test."""
 
@@ -172,15 +206,20 @@ class EvaluationRecord(BaseModel):
                                "qworld or qworld-lite (per question, with points)")
 
     @classmethod
-    def build(cls, *, test: str, evaluation: Evaluation, thresholds: dict[str, float], questions: Sequence[Question],
-              checklist_status: ChecklistStatus, checklist_model: str = "", prompt_version: str = "",
-              output: str = "", source: SourceArg = None, prompt: str | None = None, index: int = 0,
-              location: Location | None = None, gate: Gate = "mean", score_kind: ScoreKind = "share",
-              strategy: Strategy = "bineval", params: Mapping[str, object] | None = None) -> EvaluationRecord:
-        """The record of ``evaluation`` judged against ``thresholds`` (its outcome is computed here); the
-        scores are shares of yes, or with ``score_kind="points"`` points-weighted (:func:`points_score`, which
-        has no interval: the ``lower-bound`` gate needs shares). Every text in it passes the redaction step (and
-        lone surrogates are replaced): records are what leaves the process."""
+    def build(cls, request: RecordRequest, evaluation: Evaluation, checklist: Checklist | Sequence[Question], *,
+              thresholds: dict[str, float], status: ChecklistStatus, test: str = "",
+              index: int = 0, params: Mapping[str, object] | None = None) -> EvaluationRecord:
+        """The record of ``evaluation`` of what ``request`` asked (its output, source, call, gate and score kind),
+        judged with ``checklist`` (or just its questions) against ``thresholds`` (its outcome is computed here);
+        ``test``: the pytest node id, ``index``: which evaluation of the test it is, ``params``: the test's
+        parametrize values. The scores are shares of yes, or
+        with the request's ``score_kind="points"`` points-weighted (:func:`points_score`, which has no interval: the
+        ``lower-bound`` gate needs shares). Every text in it passes the redaction step (and lone surrogates are
+        replaced): records are what leaves the process."""
+        made = checklist if isinstance(checklist, Checklist) else None
+        questions = checklist.questions if isinstance(checklist, Checklist) else list(checklist)
+        score_kind, gate, output, source = request.score_kind, request.gate, request.output, request.source
+
         def score_of(verdicts: Sequence[Verdict]) -> float | None:
             return points_score(verdicts, questions) if score_kind == "points" else share_of_yes(verdicts)
 
@@ -204,15 +243,16 @@ class EvaluationRecord(BaseModel):
         src = read_source(source)  # a list of documents: rendered as the judge read it, and each one's digest
         kept_source = excerpt(None if src is None else src.text, SOURCE_IN_REPORT)
         return cls(
-            test=test, index=index, task=clean(evaluation.task, secrets), prompt=prompt, model=evaluation.model,
-            checklist_model=checklist_model, checklist_status=checklist_status, prompt_version=prompt_version,
+            test=test, index=index, task=clean(evaluation.task, secrets), prompt=request.prompt,
+            model=evaluation.model, checklist_model=made.model if made else "", checklist_status=status,
+            prompt_version=made.prompt_version if made else "",
             dimensions=dims, overall=score_of(evaluation.verdicts), outcome=overall, questions=list(questions),
             verdicts=[_clean_verdict(v, secrets) for v in evaluation.verdicts],
             output=clean(excerpt(output, OUTPUT_IN_REPORT) or "", secrets), output_digest=text_digest(output),
             source=None if kept_source is None else clean(kept_source, secrets), usage=evaluation.usage,
             source_digest=NO_SOURCE_DIGEST if src is None else src.digest, documents=SourceDocument.of(src, secrets),
-            location=location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
-            gate=gate, score_kind=score_kind, strategy=strategy,
+            location=request.location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
+            gate=gate, score_kind=score_kind, strategy=made.strategy if made else "bineval",
             params={str(k): clean(excerpt(_repr(v), PARAM_IN_REPORT) or "", secrets)
                     for k, v in (params or {}).items()},
         )

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from pytest_bineval.bench.checks import ifeval_reference, measure
-from pytest_bineval.bench.datasets import DataNotFoundError, resolve_data_dir
+from pytest_bineval.bench.datasets import resolve_data_dir
 from pytest_bineval.checks.catalogue import parse_check
 from pytest_bineval.cli import main
+from pytest_bineval.errors import DataNotFoundError
 
 
 def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:

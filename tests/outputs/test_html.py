@@ -19,7 +19,7 @@ from pytest_bineval.models import Evaluation, Usage, Verdict
 from pytest_bineval.outputs.html import build_view, histogram, render_html
 from pytest_bineval.report.comparison import BaselineDiff
 from pytest_bineval.report.document import ReportDocument, Totals, diff_reports
-from pytest_bineval.report.record import DimensionResult, EvaluationRecord
+from pytest_bineval.report.record import Asked, DimensionResult, EvaluationRecord
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
@@ -44,9 +44,9 @@ def record(test: str, answers: dict[str, list[str]], *, thresholds: dict[str, fl
     verdicts = [verdict(d, i, a) for d, seq in answers.items() for i, a in enumerate(seq, 1)]
     evaluation = Evaluation(task=task, model="fake/judge", dimensions=list(answers), verdicts=verdicts,
                             usage=Usage(llm_calls=len(verdicts)))
-    return EvaluationRecord.build(test=test, evaluation=evaluation, questions=[], checklist_status="pinned",
-                                  thresholds=thresholds or dict.fromkeys(answers, 0.8), output=output,
-                                  source=source, index=index)
+    return EvaluationRecord.build(Asked(output=output, source=source), evaluation, [],
+                                  thresholds=thresholds or dict.fromkeys(answers, 0.8), status="pinned", test=test,
+                                  index=index)
 
 
 def document(*records: EvaluationRecord) -> ReportDocument:
@@ -167,7 +167,7 @@ def test_diff_marks_regressions_fixes_and_new_or_removed_evaluations() -> None:
     page = render_html(now, comparison)
     assert "1 regressed question(s)" in page and "1 new judge error(s)" in page and "1 gone: t::gone" in page
     assert '<input type="radio" name="show" value="regressed">' in page  # the filter is enabled
-    assert '<span class="was">regression; baseline: yes &ndash; scripted yes</span></li>' in page
+    assert '<span class="was">regression; baseline: yes &ndash; scripted yes</span>' in page
 
 
 def test_repeats_mark_unstable_answers_and_an_unstable_flip_is_not_a_regression() -> None:

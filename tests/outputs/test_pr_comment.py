@@ -21,7 +21,7 @@ from pytest_bineval.report.comparison import (
     SuiteDimension,
 )
 from pytest_bineval.report.document import ReportDocument, Totals
-from pytest_bineval.report.record import EvaluationRecord, UnstableQuestion
+from pytest_bineval.report.record import Asked, EvaluationRecord, UnstableQuestion
 
 QUESTIONS = [Question(id="c-1", dimension="consistency", text="Is every claim supported by the input?"),
              Question(id="c-2", dimension="consistency", text="Are the names right?")]
@@ -33,8 +33,8 @@ def _record(test: str, answers: list[str], *, error: str | None = None) -> Evalu
                 for q, a in zip(QUESTIONS, answers, strict=True)]
     evaluation = Evaluation(task="Summarize.", model="fake/judge", dimensions=["consistency"], verdicts=verdicts,
                             usage=Usage(llm_calls=2, cache_hits=0, prompt_tokens=100, completion_tokens=4))
-    return EvaluationRecord.build(test=test, evaluation=evaluation, thresholds={"consistency": 0.5},
-                                  questions=QUESTIONS, checklist_status="pinned", output="out")
+    return EvaluationRecord.build(Asked(output="out"), evaluation, QUESTIONS, thresholds={"consistency": 0.5},
+                                  status="pinned", test=test)
 
 
 def _document() -> ReportDocument:

@@ -15,7 +15,7 @@ from support import REAL_CHECKLIST, make_project, real_judge_project
 from pytest_bineval.dimensions import resolve_dimensions
 from pytest_bineval.models import Evaluation, Verdict
 from pytest_bineval.report.document import ReportDocument
-from pytest_bineval.report.record import EvaluationRecord, text_digest
+from pytest_bineval.report.record import Asked, EvaluationRecord, text_digest
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
@@ -51,8 +51,8 @@ def rec(test: str, verdicts: list[tuple[str, str, str, str]], *, output: str, th
                   explanation=f"old {ans} {qid}", repeats=(repeats or {}).get(qid, []))  # type: ignore[arg-type]
           for qid, dim, text, ans in verdicts]
     ev = Evaluation(task="Summarize the article.", model="rfake/judge", dimensions=list(thresholds), verdicts=vs)
-    return EvaluationRecord.build(test=test, evaluation=ev, thresholds=thresholds, questions=[],
-                                  checklist_status="unpinned", output=output, index=index)
+    return EvaluationRecord.build(Asked(output=output), ev, [], thresholds=thresholds, status="unpinned", test=test,
+                                  index=index)
 
 
 def write_baseline(path: Path, records: list[EvaluationRecord]) -> None:
@@ -623,8 +623,8 @@ def test_repeats_on_the_real_embedded_model(tmp_path: Path) -> None:
     assert ev.usage.llm_calls == 6 and ev.usage.cache_hits == 0  # 3 questions x 2 repeats, each its own entry
     assert all(len(v.repeats) == 2 and v.repeats[0] == v.repeats[1] == v.answer for v in ev.verdicts)
     assert all(v.agreement == 1.0 and not v.unstable for v in ev.verdicts)
-    rec = EvaluationRecord.build(test="t", evaluation=ev, thresholds={"consistency": 0.0}, questions=[],
-                                 checklist_status="explicit", gate="lower-bound")
+    rec = EvaluationRecord.build(Asked(gate="lower-bound"), ev, [], thresholds={"consistency": 0.0}, status="explicit",
+                                 test="t")
     (dim,) = rec.dimensions
     assert dim.answers == 6 and dim.low is not None and dim.low <= (dim.score or 0) <= (dim.high or 1)
     once = Engine(Settings(model=DEFAULT_MODEL, cache_dir=cache))

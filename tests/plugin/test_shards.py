@@ -13,7 +13,7 @@ from support import make_project, report_of
 from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Question, Usage, Verdict
 from pytest_bineval.report.document import ReportDocument, ReportSettings, Totals
-from pytest_bineval.report.record import EvaluationRecord, JudgedBy
+from pytest_bineval.report.record import Asked, EvaluationRecord, JudgedBy
 
 # Two tasks (no checklist shared by the shards: each shard generates its own), a failing evaluation, a parametrized
 # test split across the shards by -k, and a test that errors before any evaluation (unscored).
@@ -127,8 +127,7 @@ def _record(test: str, answer: str = "yes") -> EvaluationRecord:
     verdict = Verdict(question_id=q.id, dimension="fluency", question=q.text, answer=answer,  # type: ignore[arg-type]
                       explanation=f"scripted {answer}")
     ev = Evaluation(task="T", model="m", dimensions=["fluency"], verdicts=[verdict])
-    return EvaluationRecord.build(test=test, evaluation=ev, thresholds={"fluency": 0.5}, questions=[q],
-                                  checklist_status="pinned")
+    return EvaluationRecord.build(Asked(), ev, [q], thresholds={"fluency": 0.5}, status="pinned", test=test)
 
 
 def _shard(path: Path, *records: EvaluationRecord, model: str = "m", prompt_version: str = "7", stream: str = "auto",

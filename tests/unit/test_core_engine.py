@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_bineval import (
+    BinevalCacheWarning,
     Checklist,
     ChecklistGenerationError,
     Engine,
@@ -35,7 +36,7 @@ from pytest_bineval import (
     prompt_version,
 )
 from pytest_bineval.cli import main
-from pytest_bineval.llm.cache import BinevalCacheWarning, cache_key
+from pytest_bineval.llm.cache import cache_key
 from pytest_bineval.testing import Request, ScriptedModel
 
 TASK = "Summarize the news article in 2-3 sentences for a busy reader."

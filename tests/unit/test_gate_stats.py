@@ -27,7 +27,7 @@ from pytest_bineval.gate_stats import (
 from pytest_bineval.models import Evaluation, Verdict
 from pytest_bineval.repeats import wilson_interval
 from pytest_bineval.report.comparison import EDIT_SIMILARITY, diff_runs, similarity
-from pytest_bineval.report.record import EvaluationRecord
+from pytest_bineval.report.record import Asked, EvaluationRecord
 
 F = Fraction
 
@@ -39,8 +39,8 @@ def verdict(qid: str, answer: str, *, text: str | None = None, repeats: list[str
 
 def record(test: str, verdicts: list[Verdict], output: str = "out") -> EvaluationRecord:
     ev = Evaluation(task="t", model="m", dimensions=["consistency"], verdicts=verdicts)
-    return EvaluationRecord.build(test=test, evaluation=ev, thresholds={"consistency": 0.5}, questions=[],
-                                  checklist_status="explicit", output=output)
+    return EvaluationRecord.build(Asked(output=output), ev, [], thresholds={"consistency": 0.5}, status="explicit",
+                                  test=test)
 
 
 def brute_force(changes: list[Fraction]) -> float:

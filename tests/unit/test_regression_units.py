@@ -10,7 +10,7 @@ from pytest_bineval.models import Evaluation, Verdict
 from pytest_bineval.repeats import combine_repeats, combine_verdicts, wilson_interval
 from pytest_bineval.report.comparison import diff_runs, match_questions
 from pytest_bineval.report.document import ReportDocument, Totals
-from pytest_bineval.report.record import EvaluationRecord
+from pytest_bineval.report.record import Asked, EvaluationRecord
 
 
 def verdict(qid: str, answer: str, *, dim: str = "consistency", text: str | None = None,
@@ -23,8 +23,9 @@ def record(test: str, verdicts: list[Verdict], *, output: str = "out", threshold
            index: int = 0, gate: Any = "mean") -> EvaluationRecord:
     dims = list(dict.fromkeys(v.dimension for v in verdicts)) or ["consistency"]
     ev = Evaluation(task="t", model="m", dimensions=dims, verdicts=verdicts)
-    return EvaluationRecord.build(test=test, evaluation=ev, thresholds=thresholds or {d: 0.5 for d in dims},
-                                  questions=[], checklist_status="explicit", output=output, index=index, gate=gate)
+    return EvaluationRecord.build(Asked(output=output, gate=gate), ev, [],
+                                  thresholds=thresholds or {d: 0.5 for d in dims}, status="explicit", test=test,
+                                  index=index)
 
 
 # -- Wilson intervals, checked against values computed by hand ------------------------------------------------
@@ -69,13 +70,12 @@ def test_scores_and_intervals_count_every_repeat() -> None:
                        verdicts=[verdict("c1", a1), verdict("c2", "yes")]) for a1 in ("yes", "no", "yes")]
     combined = combine_repeats(runs)
     assert combined.scores["consistency"] == pytest.approx(5 / 6)  # 5 yes of 2 questions x 3 repeats
-    rec = EvaluationRecord.build(test="t", evaluation=combined, thresholds={"consistency": 0.8}, questions=[],
-                                 checklist_status="explicit")
+    rec = EvaluationRecord.build(Asked(), combined, [], thresholds={"consistency": 0.8}, status="explicit", test="t")
     (dim,) = rec.dimensions
     assert (dim.answers, round(dim.low or 0, 4), round(dim.high or 0, 4)) == (6, 0.4365, 0.9699)
     assert rec.repeats == 3 and rec.outcome == "passed"  # gate mean: 0.83 >= 0.80
-    gated = EvaluationRecord.build(test="t", evaluation=combined, thresholds={"consistency": 0.8}, questions=[],
-                                   checklist_status="explicit", gate="lower-bound")
+    gated = EvaluationRecord.build(Asked(gate="lower-bound"), combined, [], thresholds={"consistency": 0.8},
+                                   status="explicit", test="t")
     assert gated.outcome == "failed"  # gate lower-bound: 0.44 < 0.80
     assert [v.question_id for v in rec.unstable()] == ["c1"]
 
