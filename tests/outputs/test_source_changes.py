@@ -42,7 +42,9 @@ def test_terminal_says_source_changed_and_which_document_went() -> None:
     doc = documents([REFUNDS, SHIPPING], [SHIPPING])
     assert doc.regressions is not None
     lines = [text for text, _ in regression_lines(doc.regressions)]
-    assert (f"REGRESSION {KEY} [groundedness] {QUESTION.text}: yes -> no (source changed)") in lines
+    # compared without a judge (diff_reports): the flip is not settled, and never the judge's noise
+    assert (f"NOT CONFIRMED {KEY} [groundedness] {QUESTION.text}: yes -> no (source changed; not confirmed: not "
+            "re-asked)") in lines
     assert (f"SOURCE CHANGED {KEY}: 1 document removed: [1] Refund policy <b>@team</b> (id: kb-7)") in lines
     assert "sources: 1 changed, 0 the same" in lines
     assert not any("same output" in line for line in lines)
@@ -50,7 +52,7 @@ def test_terminal_says_source_changed_and_which_document_went() -> None:
 
 def test_pr_comment_lists_the_removed_document_and_fences_the_diff() -> None:
     body = render(documents([REFUNDS, SHIPPING], [SHIPPING]))
-    assert "| yes → no | source changed | No article says so. |" in body
+    assert "| yes → no | source changed | not confirmed: not re-asked |" in body  # under "Flips not settled"
     assert "### Source changes" in body
     assert (f"| `{KEY}` | 1 | \\[1\\] Refund policy &lt;b&gt;&#64;team&lt;/b&gt; (id: kb-7) | - | - |") in body
     assert f"<details><summary>source diff of {KEY}</summary>" in body  # raw HTML: no markdown escapes
