@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..errors import BinevalAssertionError, BinevalError
 from ..models import Evaluation
 from .seam import BatchSeam
-
-if TYPE_CHECKING:
-    from ..engine import Engine
 
 
 class Assertion(Protocol):
     """What this module reads of an :class:`~pytest_bineval.assertions.AssertionRequest` (a dataclass)."""
 
     @property
-    def ctx(self) -> Any: ...
+    def scope(self) -> Any: ...
     @property
     def task(self) -> str | None: ...
     @property
@@ -35,16 +32,18 @@ class Assertion(Protocol):
 A = TypeVar("A", bound=Assertion)
 
 
-async def collected(req: A, judge: Callable[[A, Engine], Awaitable[Evaluation]], engine: Engine) -> Evaluation:
-    """``judge(req, engine)`` in a first pass (see the module). When the run rewrites every pin
+async def collected(req: A, judge: Callable[[A], Awaitable[Evaluation]]) -> Evaluation:
+    """``judge(req)`` in a first pass (see the module). When the run rewrites every pin
     (``--bineval-update-checklists=all``: the seam's ``rewrite_pins``), the first pass writes every checklist anew,
-    as the final pass will. Returns the evaluation, or one without verdicts when it could not be judged yet."""
+    as the final pass will (the test's context without its pin file). Returns the evaluation, or one without
+    verdicts when it could not be judged yet."""
+    engine = req.scope.engine
     seam = engine.batch
     rewrite_pins = isinstance(seam, BatchSeam) and seam.rewrite_pins
-    if rewrite_pins and req.ctx is not None and req.ctx.pin_path is not None:
-        req = dataclasses.replace(req, ctx=dataclasses.replace(req.ctx, pin_path=None))  # type: ignore[type-var]
+    if rewrite_pins and getattr(req.scope, "pin_path", None) is not None:
+        req = dataclasses.replace(req, scope=dataclasses.replace(req.scope, pin_path=None))  # type: ignore[type-var]
     try:
-        return await judge(req, engine)
+        return await judge(req)
     except BinevalAssertionError:
         raise
     except BinevalError:  # not judged yet (its requests are recorded), or not judgeable: the final pass says

@@ -2,11 +2,11 @@
 
 A first pass runs each test's protocol (``_pytest.runner.runtestprotocol(item, log=False)``: set-up, call,
 tear-down, no report logged) with the engine's seam collecting: the test bodies really run (so each test's output
-is known), every assertion records the requests it needs, and nothing the pass does stays: the run's ledger, the
-checklists memo, the engine's usage, the items' user properties are put back as they were, the reply cache is
-read but not written (the final pass writes what it derives), pins are not written, no record reaches the
-``pytest_bineval_evaluated`` hook, and warnings are not shown (the final pass shows its own). So the test bodies
-run twice, or more when a request depends on an earlier reply (one first pass per round).
+is known), every assertion records the requests it needs, and nothing the pass does stays: the engine adds into a
+ledger of the pass's own (dropped), the checklists memo and the items' user properties are put back as they were,
+the reply cache is read but not written (the final pass writes what it derives), pins are not written, no record
+reaches the ``pytest_bineval_evaluated`` hook, and warnings are not shown (the final pass shows its own). So the
+test bodies run twice, or more when a request depends on an earlier reply (one first pass per round).
 
 Under pytest-xdist every worker collected every test: each first-passes its share (every n-th test), and the
 workers meet before their final passes (:meth:`~.runner.BatchRunner.meet`), since a worker may run a test whose
@@ -17,7 +17,6 @@ own tests; a request two of them need is submitted once (:mod:`.registry`).
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import threading
 import time
@@ -48,7 +47,6 @@ class _Saved:
 
     service: BinevalService
     items: list[pytest.Item]
-    ledger: Any = None
     memo: dict[Any, Any] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
     options: Any = None
@@ -57,14 +55,14 @@ class _Saved:
 
     @classmethod
     def take(cls, service: BinevalService, items: list[pytest.Item]) -> _Saved:
-        return cls(service, items, ledger=copy.deepcopy(service.ledger),
-                   memo=dict(service._memo),  # the checklists memo (a first pass's checklists are not kept)
+        # the checklists memo: a first pass's checklists are not kept
+        return cls(service, items, memo=dict(service._memo),
                    attempts=dict(service.attempts), options=service.options, on_record=service.on_record,
                    properties=[list(item.user_properties) for item in items])
 
     def restore(self) -> None:
         service = self.service
-        service.ledger, service.attempts = self.ledger, self.attempts
+        service.attempts = self.attempts
         service._memo = self.memo
         service.options, service.on_record = self.options, self.on_record
         for item, properties in zip(self.items, self.properties, strict=True):

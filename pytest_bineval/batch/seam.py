@@ -319,6 +319,7 @@ class FirstPassCache(ResponseCache):
         self.inner = inner
         self.mode = inner.mode
         self.ttl = inner.ttl
+        self._init_signing(inner.signing)  # what it reads, ``inner`` checks
 
     @property
     def writes(self) -> bool:
@@ -336,15 +337,16 @@ class FirstPassCache(ResponseCache):
 
 @contextlib.contextmanager
 def first_pass_of(engine: Engine) -> Iterator[None]:
-    """``engine`` during a first pass: its cache read but not written, and what it spent put back afterwards
-    (cache hits of a first pass are not the run's; the requests it made to in-process models are counted when the
-    final pass uses their replies)."""
-    cache = engine.cache
-    usage = (engine.usage, engine.checklist_usage, engine.confirm_cost, engine.budget_refused)
+    """``engine`` during a first pass: its cache read but not written, and a ledger of its own that is dropped
+    afterwards (nothing a first pass finds or spends is the run's: its cache hits are not, and the requests it made
+    to in-process models are counted when the final pass uses their replies)."""
+    from ..report.ledger import RunLedger
+
+    cache, ledger = engine.cache, engine.ledger
     if cache is not None:
         engine.cache = FirstPassCache(cache)
+    engine.ledger = RunLedger()
     try:
         yield
     finally:
-        engine.cache = cache
-        engine.usage, engine.checklist_usage, engine.confirm_cost, engine.budget_refused = usage
+        engine.cache, engine.ledger = cache, ledger
