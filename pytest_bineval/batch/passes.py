@@ -118,7 +118,10 @@ class BatchPasses:
     runner: BatchRunner | None
 
     def finish(self, service: BinevalService) -> None:
-        """After the final pass: what the batch did goes into the run's ledger (and its notes)."""
+        """After the final pass: what the batch did goes into the run's ledger (and its notes). The seam leaves the
+        engine: what is asked after the tests (the regression gate's re-asks of flipped questions, each waiting for
+        the answer before it) is asked directly, at the full price."""
+        service.engine.batch = None
         if self.runner is not None:
             summary = self.runner.finish()
             service.ledger.notes.extend(self.runner.notes)

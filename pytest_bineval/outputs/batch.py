@@ -6,6 +6,7 @@ from typing import Any
 
 from ..models import cost_text
 from ..report.batch import BatchSummary
+from ..report.comparison import RegressionReport
 
 Line = tuple[str, dict[str, Any]]
 
@@ -22,9 +23,10 @@ def duration_text(seconds: float) -> str:
     return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
-def batch_lines(summary: BatchSummary) -> list[Line]:
+def batch_lines(summary: BatchSummary, regressions: RegressionReport | None = None) -> list[Line]:
     """What was batched, what it cost at the batch price, how long the run waited, and every request that was
-    not answered by a batch (asked directly at the full price, or made a judge error)."""
+    not answered by a batch (asked directly at the full price, or made a judge error), the regression gate's
+    re-asks of flipped questions (``regressions``: this run against its baseline) among them."""
     u = summary.usage
     if u.unpriced_requests and not u.cost_usd:
         cost = "unpriced (litellm has no batch price for the model)"
@@ -46,6 +48,10 @@ def batch_lines(summary: BatchSummary) -> list[Line]:
                       "the two runs of its test, or a request after a failed one)")
     if summary.in_process:
         direct.append(f"{_n(summary.in_process, 'request')} of in-process models asked directly (no batch API)")
+    confirmation = regressions.confirmation if regressions is not None else None
+    if confirmation is not None and confirmation.requests:
+        direct.append(f"the regression gate's {_n(confirmation.requests, 're-ask')} of flipped questions asked "
+                      "directly after the tests (each waits for the answer before it)")
     if direct:
         lines.append(("batch: " + "; ".join(direct) + " (at the full price)", {"yellow": True}))
     if summary.unused:

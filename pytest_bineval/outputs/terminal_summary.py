@@ -44,7 +44,7 @@ class TerminalSummary:
                 if document.batch is not None:  # --bineval-batch
                     from .batch import batch_lines
 
-                    for text, markup in batch_lines(document.batch):
+                    for text, markup in batch_lines(document.batch, regressions):
                         terminalreporter.write_line(text, **markup)
                 for text, markup in pin_lines(document.pins):  # --bineval-update-checklists
                     terminalreporter.write_line(text, **markup)

@@ -297,3 +297,87 @@ def test_the_batch_price_is_counted_and_the_budget_counts_it(pytester: pytest.Py
     assert report.totals.cost_usd == pytest.approx(expected) and report.totals.unpriced_requests == 0
     result.stdout.fnmatch_lines([f"budget $1.0000: ${expected:.4f} spent; every evaluation was judged",
                                  f"*the replies fetched cost ${expected:.4f} at the batch price*"])
+
+
+GATED = '''
+import pathlib
+
+import pytest
+from pytest_bineval import Checklist, Question, assert_passes
+
+HERE = pathlib.Path(__file__).parent
+CHECKLIST = Checklist(task="Summarize.", dimensions={"consistency": "D"}, questions=[
+    Question(id=f"consistency-{i}", dimension="consistency", text=f"Is check {i} met?") for i in (1, 2, 3)])
+
+@pytest.mark.parametrize("i", range(3))
+def test_summary(i):
+    changed = (HERE / "pr").exists() and i == 0  # the pull request changes the first output
+    assert_passes(f"summary {i}" + (" (refunds within 90 days)" if changed else ""), checklist=CHECKLIST,
+                  threshold=0.5)
+'''
+
+
+def test_the_regression_gates_re_asks_are_direct_requests_after_the_batch(pytester: pytest.Pytester) -> None:
+    """A batch run against a baseline: the tests' questions go through the batch; the gate's re-asks of the flipped
+    question (each waits for the answer before it: no batch) are direct requests after the tests, counted in the
+    totals and said in the summary; the flip is confirmed and fails the run."""
+    def judge(req: Received, index: int) -> Reply:
+        text = _user_text(req)
+        answer = "no" if "Is check 2 met?" in text and "90 days" in text else "yes"
+        return Reply(200, completion(json.dumps({"answer": answer, "explanation": f"It says {answer}."})))
+
+    _project(pytester, GATED)
+    with BatchServer(judge) as server:
+        _run(pytester, server, "--bineval-batch").assert_outcomes(passed=3)
+        (pytester.path / "report.json").rename(pytester.path / "base.json")
+        assert (server.lines, server.requests) == (9, 0)
+
+        (pytester.path / "pr").write_text("")
+        result = _run(pytester, server, "--bineval-batch", "--bineval-baseline=base.json",
+                      "--bineval-fail-on-regression")
+        assert server.lines == 9 + 3  # the changed output's questions, through a second batch
+        report = _report(pytester)
+        assert report.regressions is not None and report.regressions.confirmation is not None
+        reasks = report.regressions.confirmation.requests
+        assert reasks > 0 and server.requests == reasks  # the only direct requests: the gate's
+        assert [c.flip.status for d in report.regressions.compared for c in d.flips()
+                if c.flip is not None] == ["confirmed"]
+        assert result.ret == pytest.ExitCode.TESTS_FAILED  # the confirmed regression fails the run
+        assert report.totals.llm_calls == 3 + reasks and report.totals.batch_requests == 3
+        assert report.batch is not None and report.batch.missed == 0
+        result.stdout.fnmatch_lines([f"batch: the regression gate's {reasks} re-asks of flipped questions asked "
+                                     "directly after the tests (each waits for the answer before it) (at the full "
+                                     "price)"])
+
+
+def test_the_batchs_replies_are_signed_in_a_signed_cache(pytester: pytest.Pytester,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """--bineval-cache-key-env: the replies a batch brings are written signed, like any entry; a read-only re-run
+    with the secret takes them (no request), and one with another secret refuses them (every question asked)."""
+    from pytest_bineval.llm.cache import ResponseCache, Signing, decode_entry
+
+    _project(pytester)
+    monkeypatch.setenv("BATCH_SECRET", "s" * 32)
+    with BatchServer(verdicts) as server:
+        _run(pytester, server, "--bineval-batch", "--bineval-cache-key-env=BATCH_SECRET").assert_outcomes(passed=3)
+        assert (server.lines, server.requests) == (9, 0)
+
+        cache = ResponseCache(pytester.path / ".bineval_cache")
+        store = cache._open()
+        entries = {key: store.get(key) for key in store.iterkeys()}
+        cache.close()
+        replies = [json.loads(raw) for raw in entries.values() if '"batch"' in str(raw)]
+        assert len(replies) == 9  # the batch's replies, each signed with the secret
+        assert all(entry["sig"].startswith("sha256:") for entry in replies)
+        signing = Signing("BATCH_SECRET")
+        for key, raw in entries.items():  # every entry of the run, the batch's too, passes the check
+            decode_entry(key, raw, signing)
+
+        rerun = _run(pytester, server, "--bineval-cache=read-only", "--bineval-cache-key-env=BATCH_SECRET")
+        rerun.assert_outcomes(passed=3)
+        assert server.requests == 0 and _report(pytester).totals.cache_hits == 9
+
+        monkeypatch.setenv("BATCH_SECRET", "t" * 32)  # another secret: the entries are not its own
+        forged = _run(pytester, server, "--bineval-cache=read-only", "--bineval-cache-key-env=BATCH_SECRET")
+        forged.assert_outcomes(passed=3)
+        assert server.requests == 9  # each question asked again, none taken from the cache
