@@ -23,6 +23,12 @@ def duration_text(seconds: float) -> str:
     return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
+def batched_text(requests: int) -> str:
+    """What the reports (job summary, PR comment) say of the requests sent through a batch API."""
+    return (f"Of which through a batch API (`--bineval-batch`): {_n(requests, 'request')}, at its batch price "
+            "(about half the normal price).")
+
+
 def batch_lines(summary: BatchSummary, regressions: RegressionReport | None = None) -> list[Line]:
     """What was batched, what it cost at the batch price, how long the run waited, and every request that was
     not answered by a batch (asked directly at the full price, or made a judge error), the regression gate's

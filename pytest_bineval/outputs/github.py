@@ -236,6 +236,10 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
         f"{totals.unpinned_checklists} |",
         "",
     ]
+    if totals.batch_requests:
+        from .batch import batched_text
+
+        out += [batched_text(totals.batch_requests), ""]
     if regressions is not None and (f := regressions.confirmation) is not None:
         out += [f"Of which confirming the flips: {_n(f.flips, 'flip')} to confirm by re-asking about both runs, "
                 f"{_n(f.reasks, 'fresh ask')} ({_n(f.requests, 'request')}, {_n(f.cache_hits, 'cache hit')})."

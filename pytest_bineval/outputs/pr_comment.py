@@ -284,6 +284,10 @@ def render(document: ReportDocument) -> str:
     out.append(f"{_n(t.questions, 'question')} judged; {_n(t.llm_calls, 'request')} sent "
                f"({t.failed_requests} failed), {_n(t.cache_hits, 'cache hit')}; "
                f"tokens: {t.prompt_tokens} prompt + {t.completion_tokens} completion; cost: {cost}.")
+    if t.batch_requests:
+        from .batch import batched_text
+
+        out.append(batched_text(t.batch_requests))
     if diff is not None and (f := diff.confirmation) is not None:
         if f.engine:
             out.append(f"Of which confirming the flips: {_n(f.flips, 'flip')} to confirm, {_n(f.reasks, 'fresh ask')} "

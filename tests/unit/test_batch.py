@@ -363,3 +363,23 @@ def test_the_summary_lines() -> None:
     unpriced = batch_lines(BatchSummary(rounds=1, batches=1, submitted=1, answered=1,
                                         usage=Usage(llm_calls=1, unpriced_requests=1)))
     assert unpriced[0][0].endswith("the replies fetched cost unpriced (litellm has no batch price for the model)")
+
+
+def test_the_reports_mark_the_requests_sent_through_a_batch_api() -> None:
+    """The JSON report's totals, the HTML report, the job summary and the PR comment each say how many requests went
+    through a batch API; a run without the batch says nothing of it."""
+    from pytest_bineval.outputs.github import step_summary
+    from pytest_bineval.outputs.html import render_html
+    from pytest_bineval.outputs.pr_comment import render
+    from pytest_bineval.report.document import ReportSettings
+
+    batched = RunLedger(usage=Usage(llm_calls=12, batch_requests=9),
+                        batch=BatchSummary(rounds=1, batches=1, submitted=9, answered=9)).document(ReportSettings())
+    direct = RunLedger(usage=Usage(llm_calls=12)).document(ReportSettings())
+    assert batched.totals.batch_requests == 9 and batched.batch is not None and direct.batch is None
+    said = "Of which through a batch API (`--bineval-batch`): 9 requests, at its batch price (about half the normal"
+    assert said in step_summary(batched.evaluations, batched.totals) and said in render(batched)
+    assert '<dt>through a batch API</dt><dd title="--bineval-batch' in render_html(batched)
+    assert ">9 of the LLM calls</dd>" in render_html(batched)
+    for text in (step_summary(direct.evaluations, direct.totals), render(direct), render_html(direct)):
+        assert "batch API" not in text
