@@ -381,3 +381,28 @@ def test_the_batchs_replies_are_signed_in_a_signed_cache(pytester: pytest.Pytest
         forged = _run(pytester, server, "--bineval-cache=read-only", "--bineval-cache-key-env=BATCH_SECRET")
         forged.assert_outcomes(passed=3)
         assert server.requests == 9  # each question asked again, none taken from the cache
+
+
+def test_a_re_baseline_rewrites_every_pin_through_the_batch(pytester: pytest.Pytester) -> None:
+    """``--bineval-update-checklists=all --bineval-batch`` (a re-baseline after a judge or prompt change): the first
+    passes generate every checklist anew instead of reading its pin, so the checklists' requests and the verdicts
+    all go through batches; the final pass rewrites the pins with what the batches wrote. No direct request."""
+    _project(pytester, TWO_ASSERTIONS)
+    with BatchServer(scripted_responder(ScriptedModel(questions_per_dimension=2))) as server:
+        _run(pytester, server, "--bineval-batch", "--bineval-update-checklists").assert_outcomes(passed=2)
+        assert server.requests == 0
+        assert {a.action for a in _report(pytester).pins} == {"created", "listed"}  # listed: the second test
+        first_lines = server.lines
+
+    fake = ScriptedModel(questions_per_dimension=3)  # a new judge writes other checklists
+    with BatchServer(scripted_responder(fake)) as server:
+        result = _run(pytester, server, "--bineval-batch", "--bineval-update-checklists=all")
+        result.assert_outcomes(passed=2)
+        assert server.requests == 0  # the checklists, the verdicts: every request through the batches
+        assert fake.calls_of("requirements") == 1 and fake.calls_of("questions") == 2
+        # the requirements, two dimensions' questions, and 3 questions a dimension now: 9 verdicts a test
+        assert (first_lines, server.lines) == (1 + 2 + 2 * 6, 1 + 2 + 2 * 9)
+        report = _report(pytester)
+        assert {a.action for a in report.pins} - {"listed"} == {"rewritten"}
+        assert report.batch is not None and report.batch.rounds >= 3 and report.batch.missed == 0
+        assert all(len(r.verdicts) in (3, 6) for r in report.evaluations)  # judged with the rewritten checklists
