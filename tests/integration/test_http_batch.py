@@ -317,10 +317,12 @@ def test_summary(i):
 '''
 
 
-def test_the_regression_gates_re_asks_are_direct_requests_after_the_batch(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_regression_gates_re_asks_are_direct_requests_after_the_batch(pytester: pytest.Pytester,
+                                                                          workers: int) -> None:
     """A batch run against a baseline: the tests' questions go through the batch; the gate's re-asks of the flipped
-    question (each waits for the answer before it: no batch) are direct requests after the tests, counted in the
-    totals and said in the summary; the flip is confirmed and fails the run."""
+    question (each waits for the answer before it: no batch) are direct requests after the tests (under pytest-xdist,
+    the controller's), counted in the totals and said in the summary; the flip is confirmed and fails the run."""
     def judge(req: Received, index: int) -> Reply:
         text = _user_text(req)
         answer = "no" if "Is check 2 met?" in text and "90 days" in text else "yes"
@@ -328,13 +330,13 @@ def test_the_regression_gates_re_asks_are_direct_requests_after_the_batch(pytest
 
     _project(pytester, GATED)
     with BatchServer(judge) as server:
-        _run(pytester, server, "--bineval-batch").assert_outcomes(passed=3)
+        _run(pytester, server, "--bineval-batch", workers=workers).assert_outcomes(passed=3)
         (pytester.path / "report.json").rename(pytester.path / "base.json")
         assert (server.lines, server.requests) == (9, 0)
 
         (pytester.path / "pr").write_text("")
         result = _run(pytester, server, "--bineval-batch", "--bineval-baseline=base.json",
-                      "--bineval-fail-on-regression")
+                      "--bineval-fail-on-regression", workers=workers)
         assert server.lines == 9 + 3  # the changed output's questions, through a second batch
         report = _report(pytester)
         assert report.regressions is not None and report.regressions.confirmation is not None
