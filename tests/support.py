@@ -45,6 +45,9 @@ def answer(req):
 
 Q = "Does the response meet {} check {}?"
 
+# pytest-xdist with two workers, for a pytester run (see the ``workers`` fixture in conftest.py).
+XDIST = ["-p", "xdist", "-n", "2"]
+
 
 def make_project(pytester: pytest.Pytester, *, no: tuple[str, ...] = (), boom: tuple[str, ...] = (),
                  task_must_contain: str = "", ini: str = "", rules: dict[str, str] | None = None) -> None:
