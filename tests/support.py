@@ -77,18 +77,21 @@ def test_bad():
 '''
 
 
-# Four parametrized evaluations that pass: with PASS_AND_FAIL, enough tests for two xdist workers to share.
-MANY = '''
-import pytest
-from pytest_bineval import assert_passes
+# A conftest's pytest_bineval_finished: what it saw, one line per call, in finished.txt beside the project.
+FINISHED_HOOK = """
 
-@pytest.mark.parametrize("i", range(4))
-@pytest.mark.bineval(task="Summarize the article.")
-def test_many(i):
-    assert_passes(f"summary {i}", dimension="fluency")
-'''
+def pytest_bineval_finished(config, document):
+    worker = hasattr(config, "workerinput")
+    line = f"{worker} {len(document.evaluations)} {document.totals.evaluations} {sorted(document.failed_tests)}"
+    with open(config.rootpath / "finished.txt", "a") as fh:
+        fh.write(line + "\\n")
+"""
 
 
+def with_finished_hook(pytester: pytest.Pytester) -> None:
+    """Add :data:`FINISHED_HOOK` to the project's conftest.py."""
+    conftest = pytester.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + FINISHED_HOOK)
 
 
 def shared_data_dir() -> Path:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import MANY, PASS_AND_FAIL, Q, make_project, report_of
+from support import PASS_AND_FAIL, Q, make_project, report_of, with_finished_hook
 
 pytest_plugins = ["pytester"]
 
@@ -414,47 +414,13 @@ def test_async_variant_in_pytest_asyncio(pytester: pytest.Pytester) -> None:
     pytester.runpytest("-p", "asyncio").assert_outcomes(passed=1)
 
 
-# A conftest's pytest_bineval_finished: what it saw, one line per call, in finished.txt beside the project.
-FINISHED_HOOK = """
-
-def pytest_bineval_finished(config, document):
-    worker = hasattr(config, "workerinput")
-    line = f"{worker} {len(document.evaluations)} {document.totals.evaluations} {sorted(document.failed_tests)}"
-    with open(config.rootpath / "finished.txt", "a") as fh:
-        fh.write(line + "\\n")
-"""
-
-
-def _with_finished_hook(pytester: pytest.Pytester) -> None:
-    conftest = pytester.path / "conftest.py"
-    conftest.write_text(conftest.read_text() + FINISHED_HOOK)
-
-
 def test_finished_hook_gets_the_run_document_once(pytester: pytest.Pytester) -> None:
     make_project(pytester, no=(Q.format("consistency", 2),))
-    _with_finished_hook(pytester)
+    with_finished_hook(pytester)
     pytester.makepyfile(PASS_AND_FAIL)
     pytester.runpytest().assert_outcomes(passed=1, failed=1)
     lines = (pytester.path / "finished.txt").read_text().splitlines()
     assert lines == ["False 2 2 ['test_finished_hook_gets_the_run_document_once.py::test_bad']"]
-
-
-def test_xdist_two_workers_merge_one_summary_and_report(pytester: pytest.Pytester) -> None:
-    make_project(pytester, no=(Q.format("consistency", 2),))
-    _with_finished_hook(pytester)  # called once, on the controller, with every worker's evaluations
-    pytester.makepyfile(PASS_AND_FAIL)
-    pytester.makepyfile(test_more=MANY)
-    result = pytester.runpytest_subprocess("-n", "2", "--bineval-report=report.json", "-p", "xdist")
-    result.assert_outcomes(passed=5, failed=1)
-    out = result.stdout.str()
-    assert out.count("= bineval summary =") == 1
-    result.stdout.fnmatch_lines(["evaluations: 6 (5 passed, 1 below threshold, 0 judge error)*"])
-    data = report_of(pytester)
-    assert len(data.evaluations) == 6
-    assert data.totals.llm_calls + data.totals.cache_hits > 0
-    assert data.failed_tests == ["test_xdist_two_workers_merge_one_summary_and_report.py::test_bad"]
-    assert (pytester.path / "finished.txt").read_text().splitlines() == [
-        "False 6 6 ['test_xdist_two_workers_merge_one_summary_and_report.py::test_bad']"]
 
 
 def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
