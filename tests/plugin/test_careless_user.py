@@ -221,3 +221,23 @@ def test_an_output_file_option_naming_a_directory_is_a_usage_error_up_front(pyte
     result.stderr.fnmatch_lines([f"ERROR: {option} out: {pytester.path / 'out'} is a directory; give the path of "
                                  f"the file to write in it, e.g. {option} out/{example}"])
     assert "passed" not in result.stdout.str()
+
+
+def test_unknown_dimension_for_the_markers_checklist_is_a_clear_usage_error(pytester: pytest.Pytester) -> None:
+    """Bug: a dimension missing from the marker's checklist raised a raw ValueError with a traceback."""
+    make_project(pytester)
+    pytester.makepyfile('''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.", dimensions=["consistency", "fluency"])
+        def test_dim():
+            assert_passes("A summary.", dimension="relevance")
+    ''')
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "*UsageError: dimension(s) 'relevance' requested but not in the checklist of task 'Summarize the article.'*"
+        "it has 'consistency', 'fluency'*",
+    ])
+    assert "Traceback" not in result.stdout.str()

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 from support import PASS_AND_FAIL, Q, make_project, report_of, with_finished_hook
+
+from pytest_bineval.report.record import EvaluationRecord
 
 pytest_plugins = ["pytester"]
 
@@ -518,3 +521,26 @@ def test_totals_are_the_records_plus_checklist_generation(pytester: pytest.Pytes
         records = sum(getattr(r.usage, name) for r in data.evaluations)
         assert getattr(data.totals, name) == records + getattr(spent, name), name
     result.stdout.fnmatch_lines([f"of which checklist generation: 2 checklists, requests: {spent.llm_calls}, *"])
+
+
+def test_the_hook_receives_the_typed_record(pytester: pytest.Pytester) -> None:
+    make_project(pytester, no=(Q.format("consistency", 2),))
+    pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text() + textwrap.dedent('''
+        from pytest_bineval.report.record import EvaluationRecord
+        SEEN = []
+
+        def pytest_bineval_evaluated(config, record):
+            assert isinstance(record, EvaluationRecord)
+            SEEN.append(record)
+
+        def pytest_sessionfinish(session):
+            with open("seen.json", "w") as fh:
+                fh.write("[" + ",".join(r.model_dump_json() for r in SEEN) + "]")
+    '''))
+    pytester.makepyfile(PASS_AND_FAIL)
+    pytester.runpytest().assert_outcomes(passed=1, failed=1)
+    seen = [EvaluationRecord.model_validate(r) for r in json.loads((pytester.path / "seen.json").read_text())]
+    assert sorted(r.outcome for r in seen) == ["failed", "passed"]
+    bad = next(r for r in seen if r.outcome == "failed")
+    assert bad.location is not None and bad.location.line > 0
+    assert [v.question for v in bad.failing()] == [Q.format("consistency", 2)]

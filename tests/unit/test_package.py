@@ -4,6 +4,7 @@ package (as pytest does to load the plugin) imports no pydantic model, litellm o
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,14 @@ def test_importing_the_package_imports_no_pydantic_litellm_or_model() -> None:
             "print(sorted(m for m in ('pydantic', 'litellm', 'llama_cpp', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_importing_the_plugin_leaves_the_environment_alone() -> None:
+    """Bug: importing pytest_bineval.llm set LITELLM_LOCAL_MODEL_COST_MAP in the user's environment."""
+    code = ("import os; before = dict(os.environ); import pytest_bineval, pytest_bineval.plugin, "
+            "pytest_bineval.llm.client, pytest_bineval.llm.providers; "
+            "assert dict(os.environ) == before, set(os.environ) ^ set(before); "
+            "import sys; assert 'litellm' not in sys.modules")
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
