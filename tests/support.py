@@ -4,6 +4,7 @@ real-judge tests."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_bineval.report.document import ReportDocument
+from pytest_bineval.testing import scripted
 from pytest_bineval.testing.project import scripted_project
 
 # A hand-written checklist for the tests that run the real embedded judge (no generation call): the 135M
@@ -92,6 +94,23 @@ def with_finished_hook(pytester: pytest.Pytester) -> None:
     """Add :data:`FINISHED_HOOK` to the project's conftest.py."""
     conftest = pytester.path / "conftest.py"
     conftest.write_text(conftest.read_text() + FINISHED_HOOK)
+
+
+# Logprobs of the scripted fake judge (a prefilled answer's token and its alternatives), for the answer-first tests.
+def logprobs_entry(token: str, *alternatives: tuple[Any, Any]) -> dict[str, Any]:
+    """A logprobs entry for ``token`` whose top alternatives are (token, probability) pairs (written as given
+    when the probability is not a float: for malformed entries)."""
+    top = [{"token": t, "logprob": math.log(p) if isinstance(p, float) else p} for t, p in alternatives]
+    return {"token": token, "logprob": top[0]["logprob"] if top else 0.0, "top_logprobs": top}
+
+
+def scripted_logprobs(monkeypatch: pytest.MonkeyPatch, entries: dict[str, Any]) -> None:
+    """The fake's logprobs at the prefilled answer position: ``entries[token]`` for the token it wrote."""
+    def logprobs(text: str, skip: int = 0) -> list[Any]:
+        token = text[skip:]
+        return [entries[token]] if token in entries else []
+
+    monkeypatch.setattr(scripted, "_fake_logprobs", logprobs)
 
 
 def shared_data_dir() -> Path:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from support import PASS_AND_FAIL, Q, make_project, report_of, with_finished_hook
 
+from pytest_bineval import DEFAULT_MODEL
+from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.report.record import EvaluationRecord
 
 pytest_plugins = ["pytester"]
@@ -526,7 +528,9 @@ def test_totals_are_the_records_plus_checklist_generation(pytester: pytest.Pytes
 def test_the_hook_receives_the_typed_record(pytester: pytest.Pytester) -> None:
     make_project(pytester, no=(Q.format("consistency", 2),))
     pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text() + textwrap.dedent('''
-        from pytest_bineval.report.record import EvaluationRecord
+        from pytest_bineval import DEFAULT_MODEL
+from pytest_bineval.report.document import ReportDocument
+from pytest_bineval.report.record import EvaluationRecord
         SEEN = []
 
         def pytest_bineval_evaluated(config, record):
@@ -544,3 +548,45 @@ def test_the_hook_receives_the_typed_record(pytester: pytest.Pytester) -> None:
     bad = next(r for r in seen if r.outcome == "failed")
     assert bad.location is not None and bad.location.line > 0
     assert [v.question for v in bad.failing()] == [Q.format("consistency", 2)]
+
+
+CACHED_TEST = '''
+import sys
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="Summarize the article.")
+@pytest.mark.parametrize("i", range(3))
+def test_cached(i):
+    assert_passes(f"Summary number {i}.", source="An article.", threshold=0.0)
+
+def test_zz_nothing_heavy_was_imported():
+    heavy = [m for m in ("litellm", "llama_cpp", "openai") if m in sys.modules]
+    assert heavy == [], heavy
+'''
+
+
+def test_a_fully_cached_run_imports_no_litellm(pytester: pytest.Pytester) -> None:
+    """First run: a scripted fake stands in for the embedded model (registered under its provider name,
+    ``bineval``) and fills the cache. Second run, in a fresh process whose conftest registers nothing: the
+    default (embedded) model would have to be loaded through litellm for any miss, but every checklist and
+    verdict comes from the cache, so litellm and llama.cpp are never imported (the last test checks
+    sys.modules) and the summary counts 0 requests."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makeconftest(textwrap.dedent('''
+        from pytest_bineval.testing import ScriptedModel
+
+        ScriptedModel(provider="bineval", prefill=True,
+                      answers={"Does the response meet consistency check 2?": "no"}).register()
+    '''))
+    pytester.makepyfile(test_cached=CACHED_TEST.replace("def test_zz", "def skip_zz"))
+    first = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    first.assert_outcomes(passed=3)
+    pytester.makeconftest("")
+    pytester.makepyfile(test_cached=CACHED_TEST)
+    second = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bineval-report=report.json")
+    second.assert_outcomes(passed=4)
+    second.stdout.fnmatch_lines(["*requests: 0, cache hits: *"])
+    report = ReportDocument.load(pytester.path / "report.json")
+    assert report.totals.llm_calls == 0 and report.totals.cache_hits > 0
+    assert {r.model for r in report.evaluations} == {DEFAULT_MODEL}

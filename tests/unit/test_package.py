@@ -4,9 +4,11 @@ package (as pytest does to load the plugin) imports no pydantic model, litellm o
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest_bineval
@@ -66,3 +68,20 @@ def test_importing_the_plugin_leaves_the_environment_alone() -> None:
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_first_cache_miss_imports_litellm(tmp_path: Path) -> None:
+    """The other side: a miss (here a model that is not reachable) does import litellm."""
+    script = textwrap.dedent(f'''
+        import sys
+        from pytest_bineval import DEFAULT_MODEL, Checklist, Question, evaluate
+        checklist = Checklist(task="t", dimensions={{"d": "d"}},
+                              questions=[Question(id="d-1", dimension="d", text="q?")])
+        assert "litellm" not in sys.modules
+        result = evaluate("out", checklist, model="nosuchprovider/x", cache_dir={str(tmp_path / "c")!r}, retries=0)
+        print(json.dumps([result.verdicts[0].answer, "litellm" in sys.modules]))
+    ''').replace("import sys", "import json, sys", 1)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["error", True]
