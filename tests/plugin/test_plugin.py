@@ -528,9 +528,7 @@ def test_totals_are_the_records_plus_checklist_generation(pytester: pytest.Pytes
 def test_the_hook_receives_the_typed_record(pytester: pytest.Pytester) -> None:
     make_project(pytester, no=(Q.format("consistency", 2),))
     pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text() + textwrap.dedent('''
-        from pytest_bineval import DEFAULT_MODEL
-from pytest_bineval.report.document import ReportDocument
-from pytest_bineval.report.record import EvaluationRecord
+        from pytest_bineval.report.record import EvaluationRecord
         SEEN = []
 
         def pytest_bineval_evaluated(config, record):
