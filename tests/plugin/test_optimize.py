@@ -317,15 +317,6 @@ def test_optimize_updates_the_prompt_and_the_next_run_passes(pytester: pytest.Py
     assert history["iterations"][0]["train_before"] == 0.5 and history["iterations"][0]["train_after"] == 1.0
 
 
-def test_optimize_with_xdist_uses_the_workers_records(pytester: pytest.Pytester) -> None:
-    pytest.importorskip("xdist")
-    prompt = project(pytester)
-    result = pytester.runpytest_subprocess("--color=no", "--bineval-optimize", "-n", "2")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["UPDATED prompts/gen.md: *"])
-    assert "Copy every number exactly." in prompt.read_text()
-
-
 def test_a_corrupt_history_is_reported_and_nothing_is_written(pytester: pytest.Pytester) -> None:
     prompt = project(pytester)
     history_path(prompt).parent.mkdir()

@@ -179,7 +179,7 @@ def test_a_run_cut_by_maxfail_optimizes_nothing(pytester: pytest.Pytester) -> No
 def test_under_xdist_the_controller_runs_the_loop(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     prompt = project(pytester)
-    result = pytester.runpytest_subprocess("--color=no", "--bineval-optimize", "-p", "xdist", "-n", "2")
+    result = pytester.runpytest("--color=no", "--bineval-optimize", "-p", "xdist", "-n", "2")
     result.assert_outcomes(failed=4)
     result.stdout.fnmatch_lines(["UPDATED prompts/gen.md: 2 of 2 iteration(s) kept; *"])
     assert "(NAME)" in prompt.read_text()

@@ -1,5 +1,6 @@
 """--bineval-baseline, --bineval-fail-on-regression, --bineval-repeats and --bineval-gate through pytester and the
-real terminal output, with a scripted fake judge; in-process and under ``-p xdist -n 2``."""
+real terminal output, with a scripted fake judge; the full diff in one process and under ``-p xdist -n 2`` (the
+controller compares the merged records with the baseline)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,6 @@ INI = """
 bineval_model = rfake/judge
 asyncio_default_fixture_loop_scope = function
 """
-XDIST = ["-p", "xdist", "-n", "2"]
-MODES = [pytest.param([], id="in-process"), pytest.param(XDIST, id="xdist")]
 
 
 def Q(dim: str, i: int) -> str:  # the fake checklist writer's question text
@@ -36,12 +35,6 @@ def Q(dim: str, i: int) -> str:  # the fake checklist writer's question text
 def project(pytester: pytest.Pytester, answers: dict[str, Any]) -> None:
     scripted_project(pytester, provider="rfake", rule=ANSWER)
     (pytester.path / "answers.json").write_text(json.dumps(answers))
-
-
-def run(pytester: pytest.Pytester, xdist: list[str], *args: str) -> pytest.RunResult:
-    if xdist:
-        return pytester.runpytest_subprocess(*xdist, *args)
-    return pytester.runpytest(*args)
 
 
 def rec(test: str, verdicts: list[tuple[str, str, str, str]], *, output: str, thresholds: dict[str, float],
@@ -126,8 +119,7 @@ def full_baseline(path: Path) -> None:
     ])
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdist: list[str],
+def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, workers: list[str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     project(pytester, ANSWERS)
     (pytester.path / DIR).mkdir()
@@ -139,7 +131,8 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
     monkeypatch.setenv("GITHUB_WORKSPACE", str(pytester.path.parent))
-    result = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-report=report.json")
+    result = pytester.runpytest(*workers, "--color=no", "--bineval-baseline=base.json",
+                                "--bineval-report=report.json")
     result.assert_outcomes(passed=4, failed=1, errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     t = f"{DIR}/test_suite.py::"
@@ -237,26 +230,23 @@ def green_baseline(path: Path, test: str, verdicts: list[tuple[str, str, str, st
     write_baseline(path, [rec(test, verdicts, output="output a", thresholds={"consistency": 0.5})])
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_a_regression_fails_the_session_only_with_fail_on_regression(pytester: pytest.Pytester,
-                                                                      xdist: list[str]) -> None:
+def test_a_regression_fails_the_session_only_with_fail_on_regression(pytester: pytest.Pytester) -> None:
     project(pytester, {Q("consistency", 1): "no"})
     pytester.makepyfile(test_green=GREEN)
     green_baseline(pytester.path / "base.json", "test_green.py::test_a",
                    [("consistency-1", "consistency", Q("consistency", 1), "yes"),
                     ("consistency-2", "consistency", Q("consistency", 2), "yes")])
-    if not xdist:  # (each run under xdist starts three processes: only the gated one runs there)
-        plain = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json")
-        plain.assert_outcomes(passed=1)
-        assert plain.ret == pytest.ExitCode.OK
-        plain.stdout.fnmatch_lines(["REGRESSION test_green.py::test_a *", "vs baseline base.json: 1 regression, *"])
-        # one flip of two questions is within the judge's noise: the bare option acts on significant drops only
-        noise = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression")
-        assert noise.ret == pytest.ExitCode.OK
-        noise.stdout.fnmatch_lines(["SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance "
-                                    "0.00): within noise (McNemar p=1 >= 0.05)"])
-    gated = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression=any",
-                "--bineval-regression-tolerance=0.9")
+    plain = pytester.runpytest("--color=no", "--bineval-baseline=base.json")
+    plain.assert_outcomes(passed=1)
+    assert plain.ret == pytest.ExitCode.OK
+    plain.stdout.fnmatch_lines(["REGRESSION test_green.py::test_a *", "vs baseline base.json: 1 regression, *"])
+    # one flip of two questions is within the judge's noise: the bare option acts on significant drops only
+    noise = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression")
+    assert noise.ret == pytest.ExitCode.OK
+    noise.stdout.fnmatch_lines(["SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance "
+                                "0.00): within noise (McNemar p=1 >= 0.05)"])
+    gated = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression=any",
+                               "--bineval-regression-tolerance=0.9")
     gated.assert_outcomes(passed=1)  # every test passed ...
     assert gated.ret == pytest.ExitCode.TESTS_FAILED  # ... and the regression fails the session, tolerance or not
     gated.stdout.fnmatch_lines([
@@ -272,8 +262,7 @@ def test_b():
 '''
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester) -> None:
     # No answer flips; consistency-2 is now asked and answered no. test_a: the baseline asked consistency-1 only
     # (yes): 1.00 -> 0.50. test_b: the baseline also asked consistency-3 (yes), not asked now: 0.67 -> 0.50.
     project(pytester, {Q("consistency", 2): "no"})
@@ -287,16 +276,16 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester,
                                       ("consistency-3", "consistency", c3, "yes")],
             output="output b", thresholds={"consistency": 0.0})])
     args = ("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression=any")
-    if not xdist:  # the default tolerance, 0: both drops count (each xdist run costs three processes)
-        strict = run(pytester, xdist, *args)
-        assert strict.ret == pytest.ExitCode.TESTS_FAILED
-        strict.stdout.fnmatch_lines([
-            "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00): within noise (*)",
-            "SCORE DROP test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17, tolerance 0.00): within noise (*)",
-            "bineval: session failed: 2 score drops beyond tolerance 0.00 vs baseline base.json *",
-        ])
+    # the default tolerance, 0: both drops count
+    strict = pytester.runpytest(*args)
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines([
+        "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00): within noise (*)",
+        "SCORE DROP test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17, tolerance 0.00): within noise (*)",
+        "bineval: session failed: 2 score drops beyond tolerance 0.00 vs baseline base.json *",
+    ])
     # tolerance 0.4: test_a's drop of 0.50 counts, test_b's 0.17 does not; the page marks test_a only
-    between = run(pytester, xdist, *args, "--bineval-regression-tolerance=0.4", "--bineval-html=page.html")
+    between = pytester.runpytest(*args, "--bineval-regression-tolerance=0.4", "--bineval-html=page.html")
     between.assert_outcomes(passed=2)
     assert between.ret == pytest.ExitCode.TESTS_FAILED
     between.stdout.fnmatch_lines([
@@ -310,7 +299,7 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester,
     rows = re.findall(r'<tr class="test .*? data-regressed="(\d)".*?<span class="tn">([^<]+)</span>', page, re.DOTALL)
     assert sorted(rows) == [("0", "test_b"), ("1", "test_a")]
     # tolerance 0.5: a drop of exactly the tolerance is not counted; nothing fails the session
-    tolerant = run(pytester, xdist, *args, "--bineval-regression-tolerance=0.5")
+    tolerant = pytester.runpytest(*args, "--bineval-regression-tolerance=0.5")
     tolerant.assert_outcomes(passed=2)
     assert tolerant.ret == pytest.ExitCode.OK
     tolerant.stdout.fnmatch_lines([
@@ -320,42 +309,39 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester,
     assert "session failed" not in tolerant.stdout.str()
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_ini_baseline_and_report_of_the_same_file(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_ini_baseline_and_report_of_the_same_file(pytester: pytest.Pytester) -> None:
     """bineval_baseline in the ini; the run's report may overwrite its own baseline (read first, written last)."""
     project(pytester, {})
     pytester.makeini(INI + "bineval_baseline = base.json\nbineval_fail_on_regression = true\n")
     pytester.makepyfile(test_green=GREEN)
     green_baseline(pytester.path / "base.json", "test_green.py::test_a",
                    [("consistency-1", "consistency", Q("consistency", 1), "no")])
-    result = run(pytester, xdist, "--color=no", "--bineval-report=base.json")
+    result = pytester.runpytest("--color=no", "--bineval-report=base.json")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([f"FIX test_green.py::test_a [[]consistency[]] {Q('consistency', 1)}: no -> yes *"])
     doc = ReportDocument.load(pytester.path / "base.json")
     assert doc.regressions is not None and doc.totals.fixes == 1
     assert doc.evaluations[0].output_digest == text_digest("output a")
-    again = run(pytester, xdist, "--color=no", "--bineval-report=base.json")
+    again = pytester.runpytest("--color=no", "--bineval-report=base.json")
     again.stdout.fnmatch_lines(["outputs: 0 changed, 1 unchanged and judged again, of 1 compared evaluation",
                                 "vs baseline base.json: 0 regressions, 0 unstable flips, 0 fixes, *"])
 
 
-@pytest.mark.parametrize(("content", "message", "xdist"), [
+@pytest.mark.parametrize(("content", "message"), [
     (None, "ERROR: --bineval-baseline missing.json: there is no such file (*missing.json; a relative path is "
      "relative to the rootdir). A baseline is the --bineval-report file of an earlier run: write it with "
-     "--bineval-report=PATH on the run to compare with (e.g. on main), then pass that file", []),
-    ("{not json", "ERROR: --bineval-baseline: cannot read the bineval report *missing.json*", []),
-    ('{"format": 7}', "*missing.json: unknown bineval report format 7*", []),
-    ('{"format": 2, "evaluations": [{"test": 3}]}', "*missing.json: not a valid bineval report*", []),
-    pytest.param('{"format": 2, "evaluations": [{"test": 3}]}', "*missing.json: not a valid bineval report*",
-                 XDIST, id="xdist"),
+     "--bineval-report=PATH on the run to compare with (e.g. on main), then pass that file"),
+    ("{not json", "ERROR: --bineval-baseline: cannot read the bineval report *missing.json*"),
+    ('{"format": 7}', "*missing.json: unknown bineval report format 7*"),
+    ('{"format": 2, "evaluations": [{"test": 3}]}', "*missing.json: not a valid bineval report*"),
 ])
 def test_an_unreadable_baseline_is_a_usage_error_naming_the_file(pytester: pytest.Pytester, content: str | None,
-                                                                 message: str, xdist: list[str]) -> None:
+                                                                 message: str) -> None:
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")  # no fake judge: no litellm
     pytester.makepyfile("def test_x(): pass")
     if content is not None:
         (pytester.path / "missing.json").write_text(content)
-    result = pytester.runpytest_subprocess(*xdist, "--bineval-baseline=missing.json")
+    result = pytester.runpytest("--bineval-baseline=missing.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 
@@ -391,12 +377,11 @@ def test_r():
 '''
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pytester) -> None:
     project(pytester, {f"output r|{Q('consistency', 1)}": ["no", "yes", "no"],
                        f"output r|{Q('consistency', 2)}": "yes"})
     pytester.makepyfile(test_rep=REPEATED)
-    result = run(pytester, xdist, "--color=no", "--bineval-repeats=3", "--bineval-report=report.json")
+    result = pytester.runpytest("--color=no", "--bineval-repeats=3", "--bineval-report=report.json")
     result.assert_outcomes(passed=1)  # gate mean: 0.67 >= 0.60
     result.stdout.fnmatch_lines([
         "PASS test_rep.py::test_r: consistency 0.67 [[]0.30, 0.90[]] >= 0.60, fluency 1.00 [[]0.61, 1.00[]] >= 0.60",
@@ -419,7 +404,7 @@ def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pyte
         ("test_rep.py::test_r", "consistency-1", ["no", "no", "yes"])]
     assert doc.totals.unstable_questions == 1 and doc.settings.repeats == 3
     # gate lower-bound: 0.30 < 0.60 fails, with the interval in the message; all replies now come from the cache
-    gated = run(pytester, xdist, "--color=no", "--bineval-repeats=3", "--bineval-gate=lower-bound")
+    gated = pytester.runpytest("--color=no", "--bineval-repeats=3", "--bineval-gate=lower-bound")
     gated.assert_outcomes(failed=1)
     gated.stdout.fnmatch_lines([
         "*consistency: 0.67 over 6 answers, 95% interval [[]0.30, 0.90[]]; lower bound 0.30 (threshold 0.60) FAIL",
@@ -441,9 +426,7 @@ def test_repeat_zero_keeps_the_cache_of_a_single_run(pytester: pytest.Pytester) 
     assert (twice.llm_calls, twice.cache_hits) == (4, 4)  # repeat 0 from the cache, repeat 1 asked anew
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pytest.Pytester,
-                                                                  xdist: list[str]) -> None:
+def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pytest.Pytester) -> None:
     project(pytester, {f"output r|{Q('consistency', 1)}": ["no", "yes", "no"],
                        f"output r|{Q('consistency', 2)}": "no"})
     pytester.makepyfile(test_rep=REPEATED.replace("threshold=0.6", "threshold=0.0"))
@@ -454,8 +437,8 @@ def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pyte
          ("fluency-1", "fluency", f1, "yes"), ("fluency-2", "fluency", f2, "yes")],
         output="output r", thresholds={"consistency": 0.0, "fluency": 0.0},
         repeats={"consistency-1": ["yes", "yes", "no"], "consistency-2": ["yes", "yes", "yes"]})])
-    result = run(pytester, xdist, "--color=no", "--bineval-repeats=3", "--bineval-baseline=base.json",
-                 "--bineval-fail-on-regression=any", "--bineval-regression-tolerance=1")
+    result = pytester.runpytest("--color=no", "--bineval-repeats=3", "--bineval-baseline=base.json",
+                                "--bineval-fail-on-regression=any", "--bineval-regression-tolerance=1")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
@@ -490,9 +473,7 @@ def test_other():
 SIX = [f"Does the summary keep fact {i} of the article?" for i in range(1, 7)]
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_a_significant_drop_fails_the_session_and_a_deselected_test_is_not_run(pytester: pytest.Pytester,
-                                                                              xdist: list[str]) -> None:
+def test_a_significant_drop_fails_the_session_and_a_deselected_test_is_not_run(pytester: pytest.Pytester) -> None:
     project(pytester, {q: "no" for q in SIX})
     pytester.makepyfile(test_sig=SIG)
     pin = pytester.path / "__bineval__" / "test_sig" / "test_s.json"
@@ -506,8 +487,8 @@ def test_a_significant_drop_fails_the_session_and_a_deselected_test_is_not_run(p
             output="output s", thresholds={"consistency": 0.0}),
         rec("test_sig.py::test_other", [("consistency-1", "consistency", Q("consistency", 1), "yes")],
             output="output o", thresholds={"consistency": 0.0})])
-    result = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
-                 "-k", "not test_other")
+    result = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+                                "-k", "not test_other")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
@@ -520,13 +501,11 @@ def test_a_significant_drop_fails_the_session_and_a_deselected_test_is_not_run(p
         "(--bineval-fail-on-regression)",
     ])
     assert "TEST REMOVED" not in result.stdout.str()
-    if not xdist:  # a stricter alpha: the same drop is within noise
-        strict = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
-                     "--bineval-alpha=0.01", "-k", "not test_other")
-        assert strict.ret == pytest.ExitCode.OK
-        strict.stdout.fnmatch_lines(["SCORE DROP *: within noise (McNemar p=0.0312 >= 0.01)"])
-
-
+    # a stricter alpha: the same drop is within noise
+    strict = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+                                "--bineval-alpha=0.01", "-k", "not test_other")
+    assert strict.ret == pytest.ExitCode.OK
+    strict.stdout.fnmatch_lines(["SCORE DROP *: within noise (McNemar p=0.0312 >= 0.01)"])
 # ------------------------------------------------------------------------------------------------------------
 # The real embedded judge: a baseline run, then a run where one of two outputs changed.
 REAL_SUITE = '''
