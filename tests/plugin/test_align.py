@@ -190,10 +190,10 @@ from pytest_bineval import assert_passes
 def test_it():
     assert_passes("A summary.", dimension="fluency", source="An article.")
 ''')
-    pytester.runpytest_subprocess().assert_outcomes(failed=1)
-    pytester.runpytest_subprocess("--bineval-judge-prompt=judge.md").assert_outcomes(passed=1)
+    pytester.runpytest().assert_outcomes(failed=1)
+    pytester.runpytest("--bineval-judge-prompt=judge.md").assert_outcomes(passed=1)
     (pytester.path / "bad.md").write_text("## system\nx\n\n## user\n{{output}}\n")
-    bad = pytester.runpytest_subprocess("--bineval-judge-prompt=bad.md")
+    bad = pytester.runpytest("--bineval-judge-prompt=bad.md")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--bineval-judge-prompt: judge prompt *bad.md: needs {{question}}*"])
 

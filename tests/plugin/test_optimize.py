@@ -330,7 +330,7 @@ def test_a_corrupt_history_is_reported_and_nothing_is_written(pytester: pytest.P
 def test_a_missing_prompt_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
     project(pytester)
     (pytester.path / "prompts" / "gen.md").unlink()
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*bineval(prompt='prompts/gen.md'): no such file*rootdir*"])
 

@@ -84,7 +84,7 @@ def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
     make_project(pytester, ini="bineval_concurrency = lots")
     pytester.makepyfile("def test_x(): pass")
     # a UsageError raised in pytest_configure leaves an in-process pytest half-configured: use a subprocess
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*bineval_concurrency*lots*not an integer*"])
 

@@ -118,8 +118,8 @@ def test_a_bad_baseline_is_a_usage_error_not_an_empty_baseline(pytester: pytest.
     content = {"pin": BAD["a pinned-checklist file"], "duplicate": BAD["a duplicate evaluation"],
                "format-1 entry": BAD["format-1 entry not an object"]}[baseline]
     (pytester.path / "baseline.json").write_text(content[0], encoding="utf-8")
-    result = pytester.runpytest_subprocess("--bineval-baseline=baseline.json", "--bineval-fail-on-regression",
-                                           "-p", "no:cacheprovider")
+    result = pytester.runpytest("--bineval-baseline=baseline.json", "--bineval-fail-on-regression",
+                                "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert "INTERNALERROR" not in err + result.stdout.str()
