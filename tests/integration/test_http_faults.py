@@ -275,15 +275,14 @@ CHECKLIST = ('from pytest_bineval import Checklist, Question\n'
              'Question(id="fluency-1", dimension="fluency", text="Is it fluent?")])\n')
 
 
-@pytest.mark.parametrize("xdist", [False, True], ids=["one process", "xdist -n 2"])
-def test_summary_counts_failed_requests_and_says_the_fallback_once(pytester: pytest.Pytester, xdist: bool) -> None:
+def test_summary_counts_failed_requests_and_says_the_fallback_once(pytester: pytest.Pytester,
+                                                                    workers: list[str]) -> None:
     with FaultServer(_rejects_json_schema) as server:
         pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
         pytester.makepyfile(test_s=CHECKLIST + PROJECT.format())
         args = ["--bineval-model=openai/fault", f"--bineval-api-base={server.base_url}", "--bineval-cache=off",
                 "--bineval-report=report.json"]
-        run = pytester.runpytest_subprocess if xdist else pytester.runpytest
-        result = run(*args, *(["-p", "xdist", "-n", "2"] if xdist else []))
+        result = pytester.runpytest(*workers, *args)
         result.assert_outcomes(passed=3)
         seen = server.requests
     out = result.stdout.str()

@@ -72,8 +72,8 @@ def test_xdist_workers_judge_every_test_of_a_pin_with_the_pinned_checklist(pytes
     so the tests of the other worker had been judged with questions the pin does not have."""
     project(pytester)
     pytester.makepyfile(test_shared=SHARED_TASK)
-    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--bineval-update-checklists",
-                                           "--bineval-cache=off", "--bineval-report=report.json")
+    result = pytester.runpytest("-p", "xdist", "-n", "2", "--bineval-update-checklists",
+                                "--bineval-cache=off", "--bineval-report=report.json")
     result.assert_outcomes(passed=8)
     result.stdout.fnmatch_lines(["pinned checklists written: 1"])
     report = report_of(pytester)
