@@ -3,14 +3,13 @@ the scripted judge's tests of both are tests/plugin/test_regression.py."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import REAL_CHECKLIST
+from support import REAL_CHECKLIST, real_judge_project
 
 from pytest_bineval.report.document import ReportDocument
-from pytest_bineval.report.record import EvaluationRecord
+from pytest_bineval.report.record import Asked, EvaluationRecord
 
 pytest_plugins = ["pytester"]
 
@@ -35,11 +34,7 @@ def test_real_diff():
 def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
     from pytest_bineval.report.comparison import classify
 
-    pin = pytester.path / "__bineval__" / "test_real" / "test_real_diff.json"
-    pin.parent.mkdir(parents=True)
-    pin.write_text(json.dumps({"format": 1, "checklists": [REAL_CHECKLIST]}))
-    pytester.makepyfile(test_real=REAL_SUITE)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    real_judge_project(pytester, "test_real_diff", REAL_SUITE)
     output = pytester.path / "output.txt"
     cache = f"--bineval-cache-dir={tmp_path / 'cache'}"
     output.write_text("Lyon opened a 40 million euro bridge on Monday.")
@@ -66,14 +61,20 @@ def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester
     assert {c.question_id: c.kind for c in changed.changes} == expected
     assert changed.unchanged == 3 - len(expected)
     for c in changed.changes:
-        second.stdout.fnmatch_lines([f"{c.kind.upper()} test_real.py::test_real_diff [[]consistency[]] "
-                                     f"{c.question}: {c.before} -> {c.after} (output changed)"])
+        if c.flip is None:  # no -> yes
+            second.stdout.fnmatch_lines([f"{c.kind.upper()} test_real.py::test_real_diff [[]consistency[]] "
+                                         f"{c.question}: {c.before} -> {c.after} (output changed)"])
+        else:  # yes -> no: re-asked about both outputs by the embedded model, which decodes greedily: it keeps
+            # its answers, so each flip is confirmed (or not re-asked, once its case is)
+            assert c.flip.status in ("confirmed", "skipped")
+            second.stdout.fnmatch_lines([f"*[[]consistency[]] {c.question}: {c.before} -> {c.after} (*"])
     delta = changed.scores[0].delta
     assert delta == pytest.approx((now.evaluations[0].dimensions[0].score or 0)
                                   - (base.evaluations[0].dimensions[0].score or 0))
     second.stdout.fnmatch_lines(["*= bineval regressions =*",
                                  "outputs: 1 changed, 1 unchanged and judged again, of 2 compared evaluations",
-                                 f"vs baseline base.json: {now.totals.regressions} regression*"])
+                                 f"vs baseline base.json: {now.totals.regressed_cases} case* regressed (confirmed), "
+                                 "*"])
 
 
 @pytest.mark.local_model
@@ -94,8 +95,8 @@ def test_repeats_on_the_real_embedded_model(tmp_path: Path) -> None:
     assert ev.usage.llm_calls == 6 and ev.usage.cache_hits == 0  # 3 questions x 2 repeats, each its own entry
     assert all(len(v.repeats) == 2 and v.repeats[0] == v.repeats[1] == v.answer for v in ev.verdicts)
     assert all(v.agreement == 1.0 and not v.unstable for v in ev.verdicts)
-    rec = EvaluationRecord.build(test="t", evaluation=ev, thresholds={"consistency": 0.0}, questions=[],
-                                 checklist_status="explicit", gate="lower-bound")
+    rec = EvaluationRecord.build(Asked(gate="lower-bound"), ev, [], thresholds={"consistency": 0.0}, status="explicit",
+                                 test="t")
     (dim,) = rec.dimensions
     assert dim.answers == 6 and dim.low is not None and dim.low <= (dim.score or 0) <= (dim.high or 1)
     once = Engine(Settings(model=DEFAULT_MODEL, cache_dir=cache))
