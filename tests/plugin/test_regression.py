@@ -1,6 +1,6 @@
 """--bineval-baseline, --bineval-fail-on-regression, --bineval-repeats and --bineval-gate through pytester and the
-real terminal output, with a scripted fake judge; the full diff and a confirmed regression in one process and under
-``-p xdist -n 2`` (the controller compares the merged records with the baseline, and re-asks the flips)."""
+real terminal output, with a scripted fake judge; the full diff in one process and under ``-p xdist -n 2`` (the
+controller compares the merged records with the baseline; a confirmed regression under ``-n 2`` is test_gate.py's)."""
 
 from __future__ import annotations
 
@@ -475,8 +475,7 @@ def test_other():
 SIX = [f"Does the summary keep fact {i} of the article?" for i in range(1, 7)]
 
 
-def test_a_confirmed_regression_fails_the_session_and_a_deselected_test_is_not_run(pytester: pytest.Pytester,
-                                                                                   workers: list[str]) -> None:
+def test_a_confirmed_regression_fails_the_session_and_a_deselected_test_is_not_run(pytester: pytest.Pytester) -> None:
     project(pytester, {f"output s|{q}": "no" for q in SIX})  # the baseline's output ("output s was") gets yes
     pytester.makepyfile(test_sig=SIG)
     pin = pytester.path / "__bineval__" / "test_sig" / "test_s.json"
@@ -490,8 +489,8 @@ def test_a_confirmed_regression_fails_the_session_and_a_deselected_test_is_not_r
             output="output s was", thresholds={"consistency": 0.0}),
         rec("test_sig.py::test_other", [("consistency-1", "consistency", Q("consistency", 1), "yes")],
             output="output o", thresholds={"consistency": 0.0})])
-    result = pytester.runpytest(*workers, "--color=no", "--bineval-baseline=base.json",
-                                "--bineval-fail-on-regression", "-k", "not test_other")
+    result = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+                                "-k", "not test_other")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     # 6 flips at alpha / 2 = 0.025: each at 0.025 / 6; 10 asks of each output, 2 against the flip allowed: a steady
@@ -513,13 +512,13 @@ def test_a_confirmed_regression_fails_the_session_and_a_deselected_test_is_not_r
         "(--bineval-fail-on-regression)",
     ])
     assert "TEST REMOVED" not in result.stdout.str()
-    if not workers:  # a stricter alpha: 9 asks of each, 1 against the flip allowed; the re-asks come from the cache
-        strict = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
-                                    "--bineval-alpha=0.01", "-k", "not test_other")
-        assert strict.ret == pytest.ExitCode.TESTS_FAILED
-        strict.stdout.fnmatch_lines(["confirmation of flips: 6 flips to confirm by re-asking about both runs (at "
-                                     "most 9 asks of each, 1 against the flip allowed; *): 16 fresh asks, 0 "
-                                     "requests, 16 cache hits*"])
+    # a stricter alpha: 9 asks of each, 1 against the flip allowed; the re-asks come from the cache
+    strict = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+                                "--bineval-alpha=0.01", "-k", "not test_other")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(["confirmation of flips: 6 flips to confirm by re-asking about both runs (at most 9 "
+                                 "asks of each, 1 against the flip allowed; *): 16 fresh asks, 0 requests, 16 cache "
+                                 "hits*"])
 
 
 def test_fail_on_regression_without_a_baseline_says_nothing_was_compared(pytester: pytest.Pytester) -> None:

@@ -65,7 +65,13 @@ EVERY_ANSWER = {
 EVERY_OPTION = ["-p", "rerunfailures", "-k", "not deselected", "--color=no", "--bineval-cache=off",
                 "--bineval-update-checklists", "--bineval-confirm=5", "--bineval-explain=all",
                 "--bineval-threshold=fluncy=0.3", "--bineval-report=report.json", "--bineval-html=report.html",
-                "--bineval-pr-comment=comment.md"]
+                "--bineval-pr-comment=comment.md", "--bineval-labels=labels.jsonl"]
+# a person's labels of three verdicts: the judge's agreement with them is computed on the controller
+EVERY_LABEL = [
+    {"test": "test_every.py::test_below", "question": Q.format("consistency", 1), "answer": "yes"},  # judge: no
+    {"test": "test_every.py::test_below", "question": Q.format("consistency", 2), "answer": "yes"},
+    {"test": "test_every.py::test_confirmed", "question": Q.format("fluency", 1), "answer": "yes"},
+]
 def _comparable(doc: ReportDocument) -> dict[str, Any]:
     """The report without what differs from run to run whatever the workers (the time it was written, the seconds
     each usage took), its evaluations in test order (workers finish in any order)."""
@@ -106,10 +112,12 @@ def _run_every_feature(pytester: pytest.Pytester, workers: list[str],
 def test_a_run_under_xdist_finds_what_one_process_finds(pytester: pytest.Pytester,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every feature of a run in one project (re-runs, confirmation, pins written, a judge error, a test not scored, a
-    deselected test, threshold keys that name no dimension, every output): ``-n 2`` changes nothing a user sees."""
+    deselected test, threshold keys that name no dimension, the judge against labels, every output): ``-n 2``
+    changes nothing a user sees."""
     pytest.importorskip("pytest_rerunfailures")
     scripted_project(pytester, provider="xfake", rule=ANSWERS_FILE_RULE, ini="bineval_threshold = brevity=0.5")
     (pytester.path / "answers.json").write_text(json.dumps(EVERY_ANSWER))
+    (pytester.path / "labels.jsonl").write_text("".join(json.dumps(label) + "\n" for label in EVERY_LABEL))
     with_finished_hook(pytester)
     pytester.makepyfile(test_every=EVERY_FEATURE)
 
@@ -130,6 +138,8 @@ def test_a_run_under_xdist_finds_what_one_process_finds(pytester: pytest.Pyteste
     assert "test_every.py::test_deselected" not in (one_doc.ran_tests or [])
     assert {v.explain for e in one_doc.evaluations for v in e.verdicts} == {"all"}  # the option reached the judge
     assert sorted(a.action for a in one_doc.pins) == ["created"] * 4
+    calibration = one_doc.calibration
+    assert calibration is not None and calibration.used == 3 and len(calibration.disagreements) == 1
     notes = [line for line in one.outlines if line.startswith("bineval: ") and "which no assertion" in line]
     assert [n.split("sets a threshold for ")[1].split(",")[0] for n in notes] == ["'fluncy'", "'cohrence'"]
     assert one_files["finished.txt"].splitlines() == [
@@ -142,6 +152,7 @@ def test_a_run_under_xdist_finds_what_one_process_finds(pytester: pytest.Pyteste
     for result in (one, two):
         out = result.stdout.str()
         assert out.count("= bineval summary =") == 1 and out.count("bineval html report: report.html") == 1
+        assert out.count("= bineval judge =") == 1
         assert out.count("::error ") == one.stdout.str().count("::error ") > 0  # annotations, once each
 
 
