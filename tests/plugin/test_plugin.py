@@ -118,9 +118,9 @@ def test_off_is_the_one_word_that_turns_a_mode_option_off(pytester: pytest.Pytes
 
 @pytest.mark.parametrize("value", ["false", "0", "no"])
 def test_a_no_word_in_the_ini_is_a_usage_error_naming_off(pytester: pytest.Pytester, value: str) -> None:
-    pytester.makeini(f"[pytest]\nbineval_fail_on_regression = {value}\n")
+    pytester.makeini(f"{QUIET_INI}bineval_fail_on_regression = {value}\n")
     pytester.makepyfile("def test_x(): pass")
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*bineval_fail_on_regression = '{value}'*invalid choice*significant, any or off*"])
 
