@@ -62,8 +62,9 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _code(text: str) -> str:
-    """A test id or key as inline code (backticks in it cannot end the span: they become quotes)."""
-    return "`" + " ".join(text.replace("`", "'").split()) + "`"
+    """A test id or key as inline code in a table cell (backticks in it cannot end the span: they become quotes; a
+    ``|`` is escaped, as GFM splits a row at every unescaped ``|``, in a code span too, and shows ``\\|`` as ``|``)."""
+    return "`" + " ".join(text.replace("`", "'").replace("|", "\\|").split()) + "`"
 
 
 def _p(p_value: float | None) -> str:
