@@ -169,10 +169,16 @@ class RunLedger:
                  confirm: tuple[int, float] | None = None) -> ReportDocument:
         """The finished document of this ledger (a run's, or the shards' merged): ``notes`` come after the
         ledger's own; ``partial``: why the run was cut short, if it was; ``judged_by``: what judged it;
-        ``confirm``: ``--bineval-confirm``'s rounds and confidence level, when it was on."""
-        return ReportDocument(settings=settings, totals=self.totals(regressions), evaluations=list(self.records),
-                              optimize=optimize, regressions=regressions, unstable=UnstableQuestion.of(self.records),
-                              unscored=list(self.unscored), failed_tests=sorted(self.failed_tests),
+        ``confirm``: ``--bineval-confirm``'s rounds and confidence level, when it was on.
+
+        The evaluations are in the order of their test ids (a test's own in the order it made them), and so are the
+        unscored tests: not in the order tests finished or shards were merged, which changes from run to run (and
+        with xdist); every output lists them as the document does."""
+        records = sorted(self.records, key=lambda r: (r.test, r.index))
+        return ReportDocument(settings=settings, totals=self.totals(regressions), evaluations=records,
+                              optimize=optimize, regressions=regressions, unstable=UnstableQuestion.of(records),
+                              unscored=sorted(self.unscored, key=lambda u: u.test),
+                              failed_tests=sorted(self.failed_tests),
                               notes=list(dict.fromkeys([*self.notes, *notes])), partial=partial is not None,
                               ran_tests=sorted(self.ran_tests), collected_tests=sorted(self.collected_tests),
                               partial_reason=partial,
