@@ -184,6 +184,9 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
     if tot.unscored_tests:
         lines.append((f"tests not scored: {tot.unscored_tests} (errored before any evaluation)",
                       {"red": True, "bold": True}))
+    if tot.cache_rejected:
+        lines.append((f"reply cache: {_n(tot.cache_rejected, 'entry', 'entries')} not used, unsigned or forged "
+                      "(--bineval-cache-key-env): each was asked again (counted above)", {"yellow": True}))
     if tot.rerun_evaluations:
         lines.append((f"re-runs: {_n(tot.rerun_evaluations, 'evaluation')} of earlier attempts replaced by the "
                       "last attempt's (their requests are counted above)", {"yellow": True}))

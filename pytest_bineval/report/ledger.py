@@ -112,6 +112,8 @@ class RunLedger:
     rerun_evaluations: int = field(default=0, metadata=_kept(read=lambda d: d.totals.rerun_evaluations))
     # evaluations and checklists the engines refused (--bineval-budget spent)
     budget_refused: int = field(default=0, metadata=_kept(read=lambda d: d.totals.budget_refused))
+    # reply-cache entries not used because unsigned or forged (--bineval-cache-key-env): each was asked again
+    cache_rejected: int = field(default=0, metadata=_kept(read=lambda d: d.totals.cache_rejected))
     # by any assertion of the run
     dimensions_checked: set[str] = field(default_factory=set, metadata=_kept(
         read=lambda d: {dim.name for r in d.evaluations for dim in r.dimensions}))
@@ -161,7 +163,8 @@ class RunLedger:
     def totals(self, regressions: RegressionReport | None = None) -> Totals:
         return Totals.of(self.records, self.usage, pins_written=len(set(self.pins_written)),
                          regressions=regressions, unscored=len(self.unscored), reruns=self.rerun_evaluations,
-                         unpinned=len(self.unpinned), budget_refused=self.budget_refused)
+                         unpinned=len(self.unpinned), budget_refused=self.budget_refused,
+                         cache_rejected=self.cache_rejected)
 
     def document(self, settings: ReportSettings, *, regressions: RegressionReport | None = None,
                  optimize: list[OptimizeOutcome] | None = None, notes: Sequence[str] = (),

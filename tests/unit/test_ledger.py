@@ -30,7 +30,7 @@ def _ledger(name: str, calls: int) -> RunLedger:
                      unscored=[UnscoredTest.build(f"t.py::{name}-x", "NoTaskError", "no task")],
                      failed_tests={f"t.py::{name}"}, ran_tests={f"t.py::{name}"},
                      collected_tests={f"t.py::{name}", "t.py::deselected"}, rerun_evaluations=calls,
-                     budget_refused=calls,
+                     budget_refused=calls, cache_rejected=calls,
                      dimensions_checked={name}, dimensions_defined={f"d-{name}"}, marker_threshold_keys={f"k-{name}"},
                      notes=[f"note {name}"],
                      confirm_cost=ConfirmCost(questions=2 * calls, reasked=calls, reasks=calls,
@@ -48,7 +48,7 @@ def test_merge_adds_every_field_of_the_other_ledger() -> None:
     assert merged.failed_tests == merged.ran_tests == {"t.py::a", "t.py::b"}
     assert merged.collected_tests == {"t.py::a", "t.py::b", "t.py::deselected"}
     assert [a.path for a in merged.pin_actions] == ["__bineval__/t/a.json", "__bineval__/t/b.json"]
-    assert merged.rerun_evaluations == merged.budget_refused == 3
+    assert merged.rerun_evaluations == merged.budget_refused == merged.cache_rejected == 3
     assert merged.dimensions_checked == {"a", "b"}
     assert merged.marker_threshold_keys == {"k-a", "k-b"}
     assert merged.dimensions_defined == {"d-a", "d-b"}
