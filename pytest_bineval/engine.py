@@ -254,14 +254,7 @@ class Engine:
             reasks: list[Verdict] = []
             while _confirm.ask_again([first.answer, *(r.answer for r in reasks)], s.confirm, s.confidence):
                 client = self.client(name, repeat=len(reasks) + 1, deadline=deadline)
-                async with semaphore:
-                    try:
-                        verdict, usage = await _judge.judge_question(client, messages, question, "none")
-                    except Exception as exc:
-                        spent.append(_judge.usage_of_error(exc))
-                        raise
-                spent.append(usage)
-                reasks.append(verdict)
+                reasks.append(await _judge.reask(client, messages, question, semaphore, spent))
             return _confirm.confirmed(first, reasks, s.confidence), len(reasks)
 
         asked = [v for v in result.verdicts if v.decided_by == "judge"]

@@ -435,6 +435,20 @@ async def judge(
     )
 
 
+async def reask(client: LLMClient, messages: list[dict[str, Any]], question: Question, semaphore: asyncio.Semaphore,
+                spent: list[Usage]) -> Verdict:
+    """One more ask of ``question`` (no explanation), within ``semaphore``; what it cost is appended to ``spent``,
+    also when it raises (a request that failed was made all the same)."""
+    async with semaphore:
+        try:
+            verdict, usage = await judge_question(client, messages, question, "none")
+        except Exception as exc:
+            spent.append(usage_of_error(exc))
+            raise
+    spent.append(usage)
+    return verdict
+
+
 # A check asked when little of the evaluation's deadline is left still gets this long (a check takes milliseconds).
 MIN_CHECK_SECONDS = 0.5
 

@@ -83,7 +83,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     from .lint import KINDS, lint
 
     paths = args.paths or ([] if args.report else ["."])
-    result = lint(paths, args.report, alpha=args.alpha, min_outputs=args.min_outputs)
+    result = lint(paths, args.report, min_outputs=args.min_outputs)
     for finding in result.findings:
         print(show_controls(finding.text()))
     counts = ", ".join(f"{result.count(k)} {k}" for k in KINDS)
@@ -141,25 +141,18 @@ def add_judge_parsers(sub: Any) -> None:
                    default=2000, metavar="N", help="characters of the task, source and output shown (default 2000)")
     p.set_defaults(func=cmd_label)
 
-    from .gate_stats import DEFAULT_ALPHA
 
     p = sub.add_parser(
-        "lint", help="find questions that cannot tell outputs apart: constant, duplicate, vague; dimensions too "
-                     "small for the gate",
+        "lint", help="find questions that cannot tell outputs apart: constant, duplicate, vague",
         description="Read pinned checklists (pin files, or the __bineval__ directories under the directories given; "
                     "default: the current directory) and, with --report, a run's checklists and answers, and say "
                     "each question that cannot tell outputs apart, with why: constant (answered the same for every "
                     "output of a task, from the report), duplicate (as close as what the baseline comparison calls "
-                    "a small edit), vague (names no property), and each dimension with fewer questions than the "
-                    "regression gate can use. Nothing is changed. Exit 1 when something is found.")
+                    "a small edit) and vague (names no property). Nothing is changed. Exit 1 when something is "
+                    "found.")
     p.add_argument("paths", nargs="*", metavar="PATH", help="a pin file, or a directory to search for __bineval__/")
     p.add_argument("--report", metavar="REPORT.json", default=None, help="a --bineval-report file: its answers "
                    "show constant questions, its checklists are linted too")
-    p.add_argument("--alpha", default=DEFAULT_ALPHA, metavar="A",
-                   type=number_in(float, 0.0, 1.0, above=True,
-                                  range_text="alpha is a significance level within (0, 1]"),
-                   help=f"the gate's significance level, for the fewest questions a dimension needs (default "
-                        f"{DEFAULT_ALPHA}, as --bineval-alpha)")
     p.add_argument("--min-outputs", type=number_in(int, 2, 100000, range_text="a number of outputs within [2, 100000]"),
                    default=3, metavar="N", help="a question is constant when answered the same for at least N "
                    "different outputs of a task (default 3)")

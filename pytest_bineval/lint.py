@@ -11,10 +11,9 @@ with its reason. Lint reads; it never edits a pin or a question.
 - **vague**: a question that names no property to check: once the words every question shares ("Does the
   response ...?"), generic words ("good", "quality", "summary") and its dimension's own name are set aside, no word
   is left (:func:`vague_reason`).
-- **few questions**: dimensions with fewer questions than the regression gate can use: even every one of a
-  dimension's questions flipping yes -> no in one evaluation gives McNemar's exact p at or above ``alpha``
-  (:func:`min_questions`), so the gate never calls that dimension regressed in one evaluation (one finding per
-  checklist, naming its small dimensions).
+
+(No check counts a dimension's questions: the regression gate confirms a regressed case by re-asking its flipped
+questions, whatever their number, and its suite-level test counts evaluations, not questions.)
 
 The checks are plain functions of questions (:func:`lint_questions`) so that the self-update loop and Qworld's
 consolidation can use the same signals.
@@ -31,7 +30,6 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .errors import PinError, UsageError
-from .gate_stats import DEFAULT_ALPHA, mcnemar_exact
 from .labels import question_digest
 from .models import Question
 from .pins import PIN_DIR, PinFile
@@ -44,8 +42,8 @@ from .similarity import Lexical, content_words
 # makes two questions about different things read alike to difflib.
 DUPLICATE_CONTENT = 0.5
 
-FindingKind = Literal["constant", "duplicate", "vague", "few questions"]
-KINDS: tuple[FindingKind, ...] = ("constant", "duplicate", "vague", "few questions")
+FindingKind = Literal["constant", "duplicate", "vague"]
+KINDS: tuple[FindingKind, ...] = ("constant", "duplicate", "vague")
 
 # Words that name no property of an output: what is judged, and praise or blame in general.
 GENERIC = content_words("""
@@ -56,12 +54,6 @@ accurately written worded done made presented formulated meet meets met criteria
 regard regarding respect dimension check standard standards expectation expectations requirement requirements
 level sense way manner
 """)
-
-
-def min_questions(alpha: float = DEFAULT_ALPHA, limit: int = 64) -> int:
-    """The fewest questions of a dimension whose all flipping yes -> no in one evaluation is significant at
-    ``alpha`` (McNemar's exact test, as the gate computes it): 6 at 0.05."""
-    return next((n for n in range(1, limit + 1) if mcnemar_exact(n, 0) < alpha), limit)
 
 
 def _names_dimension(word: str, dimension: str) -> bool:
@@ -108,8 +100,8 @@ class Finding(BaseModel):
         return f"{head}: {self.reason}"
 
 
-def lint_questions(questions: Sequence[Question], where: str, *, alpha: float = DEFAULT_ALPHA) -> list[Finding]:
-    """The duplicate, vague and few-questions findings of one checklist's questions."""
+def lint_questions(questions: Sequence[Question], where: str) -> list[Finding]:
+    """The duplicate and vague findings of one checklist's questions."""
     out: list[Finding] = []
     for q in questions:
         why = vague_reason(q.text, q.dimension)
@@ -127,19 +119,6 @@ def lint_questions(questions: Sequence[Question], where: str, *, alpha: float = 
                                           f"comparison calls a small edit), {shared:.0%} of their content words "
                                           "shared: the second counts the same property again; drop it or make it "
                                           "ask something else"))
-    need = min_questions(alpha)
-    counts: dict[str, int] = {}
-    for q in questions:
-        counts[q.dimension] = counts.get(q.dimension, 0) + 1
-    small = {d: n for d, n in counts.items() if n < need}
-    if small:
-        sizes = ", ".join(f"{d} {n}" for d, n in small.items())
-        fewest = min(small.values())
-        out.append(Finding(kind="few questions", where=where, dimension=", ".join(small), reason=(
-            f"questions: {sizes}; fewer than {need}, so even all of a dimension's questions flipping yes -> no in "
-            f"one evaluation is within noise for the regression gate (McNemar's exact p = "
-            f"{mcnemar_exact(fewest, 0):.3g} for {fewest} >= alpha {alpha:g}): it never calls such a dimension "
-            "regressed in one evaluation")))
     return out
 
 
@@ -198,7 +177,7 @@ def pin_files(paths: Iterable[str]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def lint(paths: Sequence[str], report: str | None = None, *, alpha: float = DEFAULT_ALPHA,
+def lint(paths: Sequence[str], report: str | None = None, *,
          min_outputs: int = 3) -> LintResult:
     """Lint the pin files under ``paths`` and the checklists and answers of ``report``."""
     from .report.document import ReportDocument
@@ -221,7 +200,7 @@ def lint(paths: Sequence[str], report: str | None = None, *, alpha: float = DEFA
         for n, entry in enumerate(pins.entries, start=1):
             result.pin_entries += 1
             mark(entry.checklist.questions)
-            result.findings += lint_questions(entry.checklist.questions, f"{os.fspath(path)}, entry {n}", alpha=alpha)
+            result.findings += lint_questions(entry.checklist.questions, f"{os.fspath(path)}, entry {n}")
     result.pin_files = len(files)
     if report is not None:
         records = ReportDocument.load(report).evaluations
@@ -229,7 +208,7 @@ def lint(paths: Sequence[str], report: str | None = None, *, alpha: float = DEFA
         for rec in records:  # checklists no pin file linted (unpinned, or pins not given); a record's checklist
             if rec.questions and not seen(rec.questions):  # is its checked dimensions' part of the pinned one
                 mark(rec.questions)
-                result.findings += lint_questions(rec.questions, f"{report}: checklist of {rec.key}", alpha=alpha)
+                result.findings += lint_questions(rec.questions, f"{report}: checklist of {rec.key}")
         result.findings += constant_questions(records, report, min_outputs=min_outputs)
     order = {k: i for i, k in enumerate(KINDS)}
     result.findings.sort(key=lambda f: (order[f.kind], f.where, f.dimension, f.question))

@@ -153,11 +153,15 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                "run (interrupted, stopped by -x/--maxfail, or ended by an internal error); without it such a "
                "baseline is a usage error"),
     OptionSpec("fail-on-regression", "fail_on_regression", "with --bineval-baseline, fail the session on "
-               "significant (given bare): a dimension whose drop is beyond the tolerance and significant at "
-               "--bineval-alpha (McNemar/Fisher exact test); any: any question answered yes in the baseline and no "
-               "now, or any score drop beyond the tolerance; off: no gate (over an ini value)", parse_fail_on, "MODE",
-               "off", bare="significant"),
-    OptionSpec("alpha", "alpha", "significance level of a dimension's drop against the baseline",
+               "significant (given bare): a case whose question flipped from yes to no and kept that answer when "
+               "the judge was asked again about both outputs (a confirmed regression), a dimension whose mean "
+               "fell across the suite beyond the judge's noise (a sign-flip test over the evaluations, Holm), or "
+               "a flip that could not be confirmed; the whole gate errs at most at --bineval-alpha; any: any "
+               "question answered yes in the baseline and no now, or any score drop beyond the tolerance; off: no "
+               "gate (over an ini value)",
+               parse_fail_on, "MODE", "off", bare="significant"),
+    OptionSpec("alpha", "alpha", "the regression gate's false-alarm rate: at most this chance that a run with no "
+               "real change fails it (half for confirmed regressions, half for the suite's dimensions)",
                parse_alpha, "A", 0.05),
     OptionSpec("regression-tolerance", "regression_tolerance", "a dimension score drop up to this much is not "
                "counted against the baseline", parse_tolerance, "D", 0.0),

@@ -185,6 +185,7 @@ def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
         marker=_marker(request.config, item),
         fixture_task=lambda: request.getfixturevalue("bineval_task"),
         pin_path=pin_path(Path(path), item.nodeid.split("::", 1)[-1]) if path is not None else None,
+        params=dict(getattr(getattr(item, "callspec", None), "params", {})),
     )
     item.stash[CONTEXT] = ctx
     service.attempts[item.nodeid] = service.attempts.get(item.nodeid, 0) + 1  # see keep_last_attempt

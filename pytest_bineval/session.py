@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from .dimensions import DimensionsArg, resolve_dimensions
-from .engine import Engine
+from .engine import Engine, run_sync
 from .errors import PinError, UsageError
+from .gate import confirm_flips, keep_input
 from .kinds import Gate, Threshold
 from .markers import MarkerArgs
 from .models import Checklist, Evaluation
@@ -40,6 +41,7 @@ class TestContext:
     marker: MarkerArgs = field(default_factory=MarkerArgs)
     fixture_task: Callable[[], str | None] | None = None  # resolved only when needed
     pin_path: Path | None = None  # this test's pinned-checklist file
+    params: Mapping[str, object] = field(default_factory=dict)  # pytest's parametrize values of the test
     found: RunLedger = field(default_factory=RunLedger)  # this attempt's own entries (the ledger's per-test fields)
     warned: set[Hashable] = field(default_factory=set)  # the warnings given (missing source: once per checklist)
 
@@ -103,9 +105,12 @@ class TestContext:
         """Keep the evaluation's record (for the summary, the report, xdist and the hook) and return it."""
         with self.service.lock:  # one index per evaluation, also when the test's threads evaluate at once
             rec = EvaluationRecord.build(request, evaluation, checklist, thresholds=thresholds, status=status,
-                                         test=self.nodeid, index=len(self.records))
+                                         test=self.nodeid, index=len(self.records), params=self.params)
             self.found.records.append(rec)
-        self.service.ledger.add(RunLedger(records=[rec]))
+            # what re-asking a flip needs, when the record keeps less than the judge read (never in a report)
+            kept = [k] if (k := keep_input(rec, request.output, request.source)) is not None else []
+            self.found.kept_inputs.extend(kept)
+        self.service.ledger.add(RunLedger(records=[rec], kept_inputs=kept))
         if self.service.on_record is not None:
             self.service.on_record(rec)
         return rec
@@ -197,6 +202,8 @@ class BinevalService:
                            generator=self.baseline.generator, alpha=self.options.alpha,
                            fail_on=self.options.fail_on_regression or "significant", ran=self.ledger.ran_tests,
                            collected=self.ledger.collected_tests, judged=(self.baseline.judge(), self.judged_by()))
+        kept = {k.key: k for k in self.ledger.kept_inputs}  # a re-run's last attempt last
+        report = run_sync(confirm_flips(report, self.baseline.evaluations, self.records, self.engine, kept))
         report.failed = bool(self.options.fail_on_regression) and report.fail_reason() is not None
         self.regressions = report
         return report

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pytest_bineval.labels import Label
 from pytest_bineval.models import Evaluation, Question, Verdict
 from pytest_bineval.report.document import ReportDocument
-from pytest_bineval.report.record import EvaluationRecord
+from pytest_bineval.report.record import Asked, EvaluationRecord
 
 TASK = "Summarize the article."
 
@@ -26,8 +26,8 @@ def record(test: str, answers: dict[str, str], *, output: str = "an output", ind
                 for q in questions]
     names = list(dict.fromkeys(q.dimension for q in questions))
     evaluation = Evaluation(task=task, model=model, dimensions=names, verdicts=verdicts)
-    return EvaluationRecord.build(test=test, evaluation=evaluation, thresholds={n: 0.5 for n in names},
-                                  questions=questions, checklist_status="pinned", output=output, index=index)
+    return EvaluationRecord.build(Asked(output=output), evaluation, questions, thresholds={n: 0.5 for n in names},
+                                  status="pinned", test=test, index=index)
 
 
 def document(records: Sequence[EvaluationRecord]) -> ReportDocument:

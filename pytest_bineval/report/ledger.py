@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from ..dimensions import BUILTIN, did_you_mean
 from ..kinds import Threshold
 from ..models import ConfirmCost, Usage
-from .comparison import RegressionReport
+from .comparison import KeptInput, RegressionReport
 from .document import ChecklistGeneration, OptimizeOutcome, PinAction, ReportDocument, ReportSettings, Totals
 from .record import ConfirmationSummary, EvaluationRecord, JudgedBy, UnscoredTest, UnstableQuestion, pin_key
 
@@ -120,6 +120,8 @@ class RunLedger:
     marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds
     dimensions_defined: set[str] = field(default_factory=set)  # named by the markers of every collected test
     notes: list[str] = field(default_factory=list, metadata=_kept(read=lambda d: list(d.notes)))  # shown at the end
+    # the full texts of evaluations whose records keep less, for re-asking their flips (never in a report)
+    kept_inputs: list[KeptInput] = field(default_factory=list, metadata=_kept(model=KeptInput, per_test=True))
 
     def __post_init__(self) -> None:
         # not a field: what add() and part() hold (the engine and a test's threads add at once)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -39,6 +39,7 @@ from ..repeats import wilson_interval
 from ..sources import NO_SOURCE_DIGEST, Source, SourceArg, heading, read_source
 
 SOURCE_IN_REPORT = 4000  # characters of the source kept in a record
+PARAM_IN_REPORT = 300  # characters of each parameter's repr kept in a record
 OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the digest covers all of it)
 UNSCORED_MESSAGE = 2000  # characters of an unscored test's error message kept in the report
 
@@ -68,6 +69,14 @@ def _clean_verdict(v: Verdict, secrets: list[str]) -> Verdict:
         "question": clean(v.question, secrets), "explanation": clean(v.explanation, secrets),
         "error": None if v.error is None else clean(v.error, secrets),
     })
+
+
+def _repr(value: object) -> str:
+    """A parameter as the report shows it: its repr (a repr that raises is named so)."""
+    try:
+        return repr(value)
+    except Exception as exc:  # a user's object: its repr is its own code
+        return f"<{type(value).__name__}: repr failed: {type(exc).__name__}>"
 
 
 def excerpt(text: str | None, limit: int) -> str | None:
@@ -187,6 +196,8 @@ class EvaluationRecord(BaseModel):
                                                    "was a list of documents (None: one text, or no source)")
     usage: Usage = Field(default_factory=Usage)
     location: Location | None = None
+    params: dict[str, str] = Field(default_factory=dict, description="the test's parameters (pytest's "
+                                   f"parametrize values): name -> repr, at most {PARAM_IN_REPORT} characters each")
     repeats: int = Field(default=1, description="how many times each question was asked (--bineval-repeats)")
     gate: Gate = Field(default="mean", description="what each threshold was compared with: the score (mean) or "
                                                    "the lower end of its 95% Wilson interval (lower-bound)")
@@ -197,10 +208,11 @@ class EvaluationRecord(BaseModel):
     @classmethod
     def build(cls, request: RecordRequest, evaluation: Evaluation, checklist: Checklist | Sequence[Question], *,
               thresholds: dict[str, float], status: ChecklistStatus, test: str = "",
-              index: int = 0) -> EvaluationRecord:
+              index: int = 0, params: Mapping[str, object] | None = None) -> EvaluationRecord:
         """The record of ``evaluation`` of what ``request`` asked (its output, source, call, gate and score kind),
         judged with ``checklist`` (or just its questions) against ``thresholds`` (its outcome is computed here);
-        ``test``: the pytest node id, ``index``: which evaluation of the test it is. The scores are shares of yes, or
+        ``test``: the pytest node id, ``index``: which evaluation of the test it is, ``params``: the test's
+        parametrize values. The scores are shares of yes, or
         with the request's ``score_kind="points"`` points-weighted (:func:`points_score`, which has no interval: the
         ``lower-bound`` gate needs shares). Every text in it passes the redaction step (and lone surrogates are
         replaced): records are what leaves the process."""
@@ -241,6 +253,8 @@ class EvaluationRecord(BaseModel):
             source_digest=NO_SOURCE_DIGEST if src is None else src.digest, documents=SourceDocument.of(src, secrets),
             location=request.location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
             gate=gate, score_kind=score_kind, strategy=made.strategy if made else "bineval",
+            params={str(k): clean(excerpt(_repr(v), PARAM_IN_REPORT) or "", secrets)
+                    for k, v in (params or {}).items()},
         )
 
     # -- views ------------------------------------------------------------------------------------------------

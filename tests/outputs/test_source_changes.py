@@ -12,7 +12,7 @@ from pytest_bineval.outputs.html import render_html
 from pytest_bineval.outputs.pr_comment import render
 from pytest_bineval.outputs.terminal import regression_lines
 from pytest_bineval.report.document import ReportDocument, Totals, diff_reports
-from pytest_bineval.report.record import EvaluationRecord
+from pytest_bineval.report.record import Asked, EvaluationRecord
 
 QUESTION = Question(id="groundedness-1", dimension="groundedness", text="Is every claim supported by the input?")
 REFUNDS = {"id": "kb-7", "title": "Refund policy <b>@team</b>", "text": "Refunds within 30 days.\n```\n</details>"}
@@ -25,9 +25,8 @@ def record(source: Any, answer: str) -> EvaluationRecord:
                       answer=answer, explanation="" if answer == "yes" else "No article says so.")  # type: ignore[arg-type]
     ev = Evaluation(task="Answer from the articles.", model="fake/judge", dimensions=["groundedness"],
                     verdicts=[verdict])
-    return EvaluationRecord.build(test=KEY, evaluation=ev, thresholds={"groundedness": 0.8}, questions=[QUESTION],
-                                  checklist_status="pinned", output="Refunds are possible within 30 days.",
-                                  source=source)
+    return EvaluationRecord.build(Asked(output="Refunds are possible within 30 days.", source=source), ev, [QUESTION],
+                                  thresholds={"groundedness": 0.8}, status="pinned", test=KEY)
 
 
 def documents(source_before: Any, source_after: Any) -> ReportDocument:
@@ -43,7 +42,9 @@ def test_terminal_says_source_changed_and_which_document_went() -> None:
     doc = documents([REFUNDS, SHIPPING], [SHIPPING])
     assert doc.regressions is not None
     lines = [text for text, _ in regression_lines(doc.regressions)]
-    assert (f"REGRESSION {KEY} [groundedness] {QUESTION.text}: yes -> no (source changed)") in lines
+    # compared without a judge (diff_reports): the flip is not settled, and never the judge's noise
+    assert (f"NOT CONFIRMED {KEY} [groundedness] {QUESTION.text}: yes -> no (source changed; not confirmed: not "
+            "re-asked)") in lines
     assert (f"SOURCE CHANGED {KEY}: 1 document removed: [1] Refund policy <b>@team</b> (id: kb-7)") in lines
     assert "sources: 1 changed, 0 the same" in lines
     assert not any("same output" in line for line in lines)
@@ -51,7 +52,7 @@ def test_terminal_says_source_changed_and_which_document_went() -> None:
 
 def test_pr_comment_lists_the_removed_document_and_fences_the_diff() -> None:
     body = render(documents([REFUNDS, SHIPPING], [SHIPPING]))
-    assert "| yes → no | source changed | No article says so. |" in body
+    assert "| yes → no | source changed | not confirmed: not re-asked |" in body  # under "Flips not settled"
     assert "### Source changes" in body
     assert (f"| `{KEY}` | 1 | \\[1\\] Refund policy &lt;b&gt;&#64;team&lt;/b&gt; (id: kb-7) | - | - |") in body
     assert f"<details><summary>source diff of {KEY}</summary>" in body  # raw HTML: no markdown escapes

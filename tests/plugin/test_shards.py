@@ -238,10 +238,12 @@ def test_merged_report_gates_and_writes_the_summary_and_the_pr_comment(
     assert f"bineval report: failed: {named}" in err
     assert "(bineval report --fail-on-regression=any)" in summary.read_text(encoding="utf-8").split(
         "**Session failed**")[1]
-    assert comment.read_text(encoding="utf-8").startswith(f"## bineval: **{gate} {base}**")
+    body = comment.read_text(encoding="utf-8")
+    assert body.startswith("## bineval: no confirmed regression (1 flip of the judge's noise) · ")  # the outcome
+    assert f"**The gate failed**: {gate} " in body  # and what =any fails on
     # the same comparison without the gate: exit 0; and a gate with nothing to compare with is a usage error
     assert main(["report", merged, "--baseline", base, "--github", "off"]) == 0
-    # the bare gate acts on significant regressions only: one flip of one question is within noise
+    # the bare gate acts on confirmed regressions: a flip of the same output is the judge's noise
     assert main(["report", merged, "--baseline", base, "--fail-on-regression", "--github", "off"]) == 0
     with pytest.raises(SystemExit) as exit_:
         main(["report", merged, "--baseline", base, "--fail-on-regression", "--alpha", "2"])

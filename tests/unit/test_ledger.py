@@ -8,6 +8,7 @@ from dataclasses import fields
 
 from pytest_bineval.engine import Engine
 from pytest_bineval.models import ConfirmCost, Evaluation, Question, Usage, Verdict
+from pytest_bineval.report.comparison import KeptInput
 from pytest_bineval.report.document import PinAction
 from pytest_bineval.report.ledger import RunLedger, per_test
 from pytest_bineval.report.record import Asked, EvaluationRecord, UnscoredTest
@@ -32,7 +33,7 @@ def _ledger(name: str, calls: int) -> RunLedger:
                      collected_tests={f"t.py::{name}", "t.py::deselected"}, rerun_evaluations=calls,
                      budget_refused=calls, cache_rejected=calls,
                      dimensions_checked={name}, dimensions_defined={f"d-{name}"}, marker_threshold_keys={f"k-{name}"},
-                     notes=[f"note {name}"],
+                     notes=[f"note {name}"], kept_inputs=[KeptInput(key=f"t.py::{name}", output="o", source=None)],
                      confirm_cost=ConfirmCost(questions=2 * calls, reasked=calls, reasks=calls,
                                               usage=Usage(llm_calls=calls)))
 
@@ -53,6 +54,7 @@ def test_merge_adds_every_field_of_the_other_ledger() -> None:
     assert merged.marker_threshold_keys == {"k-a", "k-b"}
     assert merged.dimensions_defined == {"d-a", "d-b"}
     assert merged.notes == ["note a", "note b"]
+    assert [k.key for k in merged.kept_inputs] == ["t.py::a", "t.py::b"]
     assert (merged.confirm_cost.questions, merged.confirm_cost.reasks, merged.confirm_cost.usage.llm_calls) == (6, 3, 3)
     for f in fields(RunLedger):  # a field added later is merged too, or this test names it
         assert getattr(merged, f.name) != getattr(RunLedger(), f.name), f.name

@@ -133,13 +133,19 @@ def test_diff_of_two_runs_every_kind() -> None:
     assert (s1.before, s1.after, s1.delta) == (pytest.approx(2 / 3), pytest.approx(2 / 3), pytest.approx(0))
     assert s2.delta == pytest.approx(-1 / 3)
     assert [(d.key, s.name) for d, s in report.score_drops()] == [("t::a #1", "consistency")]
-    assert report.fail_reason() is None  # 1 flip of 3 questions, 1 of 1: within noise (McNemar p = 1.0)
-    assert [s.p_value for d in report.compared for s in d.scores] == [1.0, 1.0]
+    # the yes -> no flips: one of a changed output, pending until re-asked (pytest_bineval.gate), one of the same
+    # output (and source, task, question, judge): the judge's noise; a pending flip is unsettled, which fails the gate
+    assert [(d.key, c.flip.status) for d, c in report.flips() if c.flip] == [("t::a", "pending"),
+                                                                           ("t::a #1", "same input")]
+    assert report.fail_reason() == ("1 flipped question could not be confirmed vs baseline base.json "
+                                    "(--bineval-fail-on-regression)")
     assert diff_runs(base, now, baseline="base.json", tolerance=0.1, fail_on="any").fail_reason() == (
         "1 regression and 1 score drop beyond tolerance 0.10 vs baseline base.json (--bineval-fail-on-regression=any)")
     totals = Totals.of(now, now[0].usage, regressions=report)
     assert (totals.regressions, totals.unstable_flips, totals.fixes, totals.new_judge_errors, totals.score_drops,
             totals.unstable_questions) == (1, 1, 1, 1, 1, 1)
+    assert (totals.regressed_cases, totals.confirmed_flips, totals.noise_flips, totals.unsettled_flips,
+            totals.regressed_dimensions) == (0, 0, 1, 1, 0)
 
 
 def test_tolerance_is_inclusive_and_nothing_changed_means_no_reason() -> None:

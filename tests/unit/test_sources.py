@@ -19,7 +19,7 @@ from pytest_bineval.models import Checklist, Evaluation, Question, Verdict
 from pytest_bineval.prompting import LENIENT_TAG, fold
 from pytest_bineval.report.comparison import diff_evaluation
 from pytest_bineval.report.document import ReportDocument
-from pytest_bineval.report.record import EvaluationRecord, SourceDocument, text_digest
+from pytest_bineval.report.record import Asked, EvaluationRecord, SourceDocument, text_digest
 from pytest_bineval.report.source_change import DIFF_LINES, diff_sources
 from pytest_bineval.sources import NO_DOCUMENTS, NO_SOURCE_DIGEST, Document, digest, read_source, render_documents
 from pytest_bineval.testing import ScriptedModel
@@ -161,8 +161,8 @@ def record(source: Any, *, output: str = "Refunds within 30 days.", answer: str 
     verdict = Verdict(question_id=QUESTION.id, dimension="groundedness", question=QUESTION.text,
                       answer=answer)  # type: ignore[arg-type]
     ev = Evaluation(task=CHECKLIST.task, model="fake/judge", dimensions=["groundedness"], verdicts=[verdict])
-    return EvaluationRecord.build(test=test, evaluation=ev, thresholds={"groundedness": 0.8}, questions=[QUESTION],
-                                  checklist_status="unpinned", output=output, source=source)
+    return EvaluationRecord.build(Asked(output=output, source=source), ev, [QUESTION],
+                                  thresholds={"groundedness": 0.8}, status="unpinned", test=test)
 
 
 def test_a_record_keeps_the_source_digest_and_each_documents(monkeypatch: pytest.MonkeyPatch) -> None:
