@@ -206,7 +206,7 @@ def checklist_of_test(scope: Scope) -> Checklist:
     try:
         checklist, _ = run_sync(achecklist(task, scope.marker.dimensions, strategy="bineval", question=None))
     except Exception as exc:
-        raise exc.with_traceback(_from_coroutine(exc.__traceback__, achecklist))
+        raise exc.with_traceback(_from_coroutine(exc.__traceback__, achecklist))  # noqa: B904 (the same error)
     return checklist
 
 
@@ -356,7 +356,7 @@ def assert_passes(
     try:
         return run_sync(_aassert(request))
     except Exception as exc:
-        raise exc.with_traceback(_from_coroutine(exc.__traceback__, _aassert))
+        raise exc.with_traceback(_from_coroutine(exc.__traceback__, _aassert))  # noqa: B904 (the same error)
 
 
 async def assert_passes_async(

@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 from pytest_bineval.models import Evaluation, Question, Usage, Verdict
 from pytest_bineval.outputs.github import step_summary
 from pytest_bineval.outputs.pr_comment import render
-from pytest_bineval.report.comparison import EvaluationDiff, QuestionChange, RegressionReport, ScoreChange
+from pytest_bineval.report.comparison import EvaluationDiff, FlipCheck, QuestionChange, RegressionReport, ScoreChange
 from pytest_bineval.report.document import ReportDocument, Totals
 from pytest_bineval.report.record import Asked, EvaluationRecord, SourceDocument, UnstableQuestion
 from pytest_bineval.report.source_change import SourceChange
@@ -36,7 +36,8 @@ def _record(test: str, answer: str) -> EvaluationRecord:
 def _document() -> ReportDocument:
     records = [_record(PIPE_IDS[0], "no"), _record(PIPE_IDS[1], "yes"), _record(PIPE_IDS[2], "error")]
     flip = QuestionChange(kind="regression", question_id=QUESTION.id, dimension=DIMENSION, question=QUESTION.text,
-                          before="yes", after="no", explanation="a | b")
+                          before="yes", after="no", explanation="a | b",
+                          flip=FlipCheck(status="confirmed", new=["no"], baseline=["yes"]))  # a regressed case
     document = SourceDocument(number=1, id="kb|7", title="a | b", digest="d")
     diffs = [EvaluationDiff(key=key, test=key, outcome="failed", baseline_outcome="passed", output_changed=True,
                             changes=[flip], source_change=SourceChange(state="changed", added=[document],

@@ -51,7 +51,8 @@ def test_every_summary_lists_tests_by_id_not_by_completion(pytester: pytest.Pyte
     report = json.loads((pytester.path / "report.json").read_text())
     assert [e["test"].split("::")[1] + (f" #{e['index']}" if e["index"] else "")
             for e in report["evaluations"]] == ORDER
-    assert [u["test"] for u in report["unscored"]] == ["test_order.py::test_unscored_x", "test_order.py::test_unscored_y"]
+    assert [u["test"] for u in report["unscored"]] == ["test_order.py::test_unscored_x",
+                                                       "test_order.py::test_unscored_y"]
     terminal = stdout[stdout.index("bineval summary"):]
     failing = ["test_a", "test_b", "test_c"]
     places = [terminal.index(f"BELOW THRESHOLD test_order.py::{name}") for name in failing]

@@ -71,9 +71,11 @@ def test_a_failing_assertion_shows_the_users_line_and_the_message_only(pytester:
     for name in ("test_sync", "test_judge_error", "test_async", "test_sync_call_in_a_running_loop"):
         line = next(n for n, text in enumerate(source, 1) if re.match(rf"(async )?def {name}\(", text)) + 1
         if tb == "short":  # the user's line, then the message
-            result.stdout.fnmatch_lines([f"test_tb.py:{line}: in {name}", "    *assert_passes*", "E   *Bineval*Error: *"])
+            result.stdout.fnmatch_lines([f"test_tb.py:{line}: in {name}", "    *assert_passes*",
+                                         "E   *Bineval*Error: *"])
         else:
-            result.stdout.fnmatch_lines([">       *assert_passes*", "E   *Bineval*Error: *", "*", f"test_tb.py:{line}: Bineval*Error"])
+            result.stdout.fnmatch_lines([">       *assert_passes*", "E   *Bineval*Error: *", "*",
+                                         f"test_tb.py:{line}: Bineval*Error"])
     result.stdout.fnmatch_lines(["E   *BinevalJudgeError: bineval: the judge (tbfake/judge) failed on 2 question(s)*"])
     assert len([line for line in text.splitlines()
                 if "BinevalAssertionError: bineval: output scored below threshold" in line]) == 3
