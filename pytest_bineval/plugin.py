@@ -15,6 +15,7 @@ import pytest
 
 from . import outputs
 from .errors import BinevalAssertionError, BinevalError, BinevalJudgeError
+from .interrupt import TermAsInterrupt
 from .markers import MARKER_HELP, MarkerArgs, read_marker
 from .options import Options, add_options, put_paths_back, read_options
 from .outputs.base import output_log
@@ -31,6 +32,7 @@ CONTEXT = pytest.StashKey["TestContext"]()
 DEFINED = pytest.StashKey[set[str]]()  # the dimensions the markers of the collected tests name (before -k / -m)
 OPTIMIZER = pytest.StashKey[Any]()  # the --bineval-optimize loop (optimize.rerun.OptimizeRunner), on the controller
 LABELS = pytest.StashKey["RunLabels"]()  # --bineval-labels, read at configure on the controller
+TERM = pytest.StashKey[TermAsInterrupt]()  # SIGTERM as Ctrl-C, from configure to unconfigure
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,6 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:coroutine '.*acompletion' was never awaited:RuntimeWarning")
     options = read_options(config)
     config.stash[OPTIONS] = options
+    term = config.stash[TERM] = TermAsInterrupt()
+    term.install()  # SIGTERM (a CI cancel or timeout) writes the partial report as Ctrl-C does
     if options.settings.judge_prompt is not None or (options.baseline and not _is_worker(config)):
         _service(config)  # files read up front: an unreadable one is a usage error before any test runs
     if (options.labels or options.trust_kappa is not None) and not _is_worker(config):
@@ -108,6 +112,9 @@ def _service(config: pytest.Config) -> BinevalService:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    term = config.stash.get(TERM, None)
+    if term is not None:
+        term.restore()
     service = config.stash.get(SERVICE, None)
     if service is not None:
         service.close()
@@ -223,10 +230,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     ctx = item.stash.get(CONTEXT, None)
-    if ctx is not None and report.when == "teardown" and _is_worker(item.config):
+    if ctx is not None and report.when in ("call", "teardown") and _is_worker(item.config):
         from .report.relay import WorkerRelay
 
-        report.bineval_progress = WorkerRelay.progress(ctx.nodeid, ctx.service.ledger, ctx.found)  # see relay
+        # see relay; after the call too: a worker holds its last test's teardown until it gets another test or
+        # is shut down, and an interrupted worker (SIGTERM or Ctrl-C to the process group) gets neither
+        report.bineval_progress = WorkerRelay.progress(ctx.nodeid, ctx.service.ledger, ctx.found)
     if ctx is None or report.when == "teardown":
         return report
     excinfo = call.excinfo
@@ -306,6 +315,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def _partial_reason(session: pytest.Session) -> str | None:
     """Why the run did not run every collected test (Ctrl-C, -x/--maxfail, an internal error), or None."""
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        term = session.config.stash.get(TERM, None)
+        if term is not None and term.received:
+            return "interrupted (SIGTERM)"
         stop = session.shouldstop or session.shouldfail
         return f"interrupted: {stop}" if isinstance(stop, str) and stop else "interrupted (Ctrl-C or pytest.exit)"
     if session.exitstatus == pytest.ExitCode.INTERNAL_ERROR:
