@@ -33,6 +33,7 @@ DEFINED = pytest.StashKey[set[str]]()  # the dimensions the markers of the colle
 OPTIMIZER = pytest.StashKey[Any]()  # the --bineval-optimize loop (optimize.rerun.OptimizeRunner), on the controller
 LABELS = pytest.StashKey["RunLabels"]()  # --bineval-labels, read at configure on the controller
 TERM = pytest.StashKey[TermAsInterrupt]()  # SIGTERM as Ctrl-C, from configure to unconfigure
+RUN_ID = pytest.StashKey[str]()  # pytest-xdist's testrun uid, on the controller (see shared_checklists)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -100,6 +101,8 @@ def _service(config: pytest.Config) -> BinevalService:
         try:
             workers = int(getattr(config, "workerinput", {}).get("workercount", 1) or 1)
             service = BinevalService.create(config.stash[OPTIONS], config.rootpath, workers=workers)
+            if _is_worker(config):  # a checklist generated once per run, not once per worker (or replaced worker)
+                service.share(str(config.workerinput["testrunuid"]))  # type: ignore[attr-defined]
             if not _is_worker(config):  # the controller compares the merged records with the baseline
                 service.load_baseline()
         except BinevalError as exc:  # e.g. an unreadable --bineval-judge-prompt or --bineval-baseline
@@ -289,6 +292,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if service is not None:
             config.workeroutput["bineval"] = service.ledger.dumps()  # type: ignore[attr-defined]
         return
+    run = config.stash.get(RUN_ID, None)
+    if run is not None and options is not None:  # the workers are done: their shared checklists go
+        from .session import BinevalService
+        from .shared_checklists import remove
+
+        remove(BinevalService.cache_dir_of(options, config.rootpath), run)
     if options is None or (service is None and not (options.report or options.html)):
         return  # nothing ran through pytest-bineval (--collect-only) and no report file was asked for
     service = _service(config)
@@ -342,6 +351,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def _worker_id(node: Any) -> str:
     return str(getattr(node, "workerinput", {}).get("workerid") or getattr(getattr(node, "gateway", None), "id", "?"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """The controller keeps the run's id: its workers' shared checklists go when the run ends."""
+    node.config.stash[RUN_ID] = str(node.workerinput["testrunuid"])
 
 
 @pytest.hookimpl(optionalhook=True)
