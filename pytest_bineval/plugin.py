@@ -34,6 +34,7 @@ OPTIMIZER = pytest.StashKey[Any]()  # the --bineval-optimize loop (optimize.reru
 LABELS = pytest.StashKey["RunLabels"]()  # --bineval-labels, read at configure on the controller
 TERM = pytest.StashKey[TermAsInterrupt]()  # SIGTERM as Ctrl-C, from configure to unconfigure
 RUN_ID = pytest.StashKey[str]()  # pytest-xdist's testrun uid, on the controller (see shared_checklists)
+WORKERS = pytest.StashKey[int]()  # pytest-xdist's worker count, on the controller (each kept budget / N)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -313,7 +314,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         service.regressions = regressions
     if regressions is not None and regressions.failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --bineval-fail-on-regression
-    document = service.report_document(optimized, partial=_partial_reason(session))
+    document = service.report_document(optimized, partial=_partial_reason(session),
+                                       workers=config.stash.get(WORKERS, 1))
     if calibration is not None:
         document = document.model_copy(update={"calibration": calibration})
     config.hook.pytest_bineval_finished(config=config, document=document)
@@ -357,6 +359,7 @@ def _worker_id(node: Any) -> str:
 def pytest_configure_node(node: Any) -> None:
     """The controller keeps the run's id: its workers' shared checklists go when the run ends."""
     node.config.stash[RUN_ID] = str(node.workerinput["testrunuid"])
+    node.config.stash[WORKERS] = int(node.workerinput.get("workercount", 1) or 1)
 
 
 @pytest.hookimpl(optionalhook=True)

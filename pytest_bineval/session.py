@@ -324,15 +324,16 @@ class BinevalService:
                                    stream=self.engine.settings.stream)
 
     def report_document(self, optimized: list[OptimizeOutcome] | None = None, *,
-                        partial: str | None = None) -> ReportDocument:
+                        partial: str | None = None, workers: int = 1) -> ReportDocument:
         """The run's finished document: what every output reads (built once, at the end of the run);
-        ``partial``: why the run was cut short, if it was."""
+        ``partial``: why the run was cut short, if it was; ``workers``: the pytest-xdist workers of the run (each
+        kept its share of the budget)."""
         s = self.engine.settings
         settings = ReportSettings(model=s.judge_model, checklist_model=s.generator_model, cache=s.cache,
                                   temperature=s.temperature, concurrency=s.concurrency, timeout=s.timeout,
                                   retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
                                   repeats=s.repeats, gate=self.options.gate,
-                                  budget=s.budget)
+                                  budget=s.budget, budget_workers=workers)
         notes = [*self.engine.cache_notes(), *self.ledger.threshold_notes(self.options.threshold)]
         if self.options.fail_on_regression and not self.options.baseline:
             notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")

@@ -39,7 +39,8 @@ class TerminalSummary:
                 for text, markup in summary_lines(document.evaluations, document.totals, regressions,
                                                   document.unscored, checklists=document.checklists,
                                                   confirmation=document.confirmation,
-                                                  budget=document.settings.budget):
+                                                  budget=document.settings.budget,
+                                                  budget_workers=document.settings.budget_workers):
                     terminalreporter.write_line(text, **markup)
                 for text, markup in pin_lines(document.pins):  # --bineval-update-checklists
                     terminalreporter.write_line(text, **markup)
