@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 from ..models import cost_text
 from ..report.comparison import EvaluationDiff, RegressionReport
@@ -19,6 +20,9 @@ from ..report.document import Totals
 from ..report.record import EvaluationRecord, Location
 from ..untrusted import show_controls
 from .terminal import flip_note, score_line
+
+if TYPE_CHECKING:
+    from ..calibrate import Calibration
 
 
 # -- workflow commands ---------------------------------------------------------------------------------------
@@ -179,7 +183,7 @@ SUMMARY_WHERE = "the JSON report (`--bineval-report`) and the HTML report (`--bi
 
 def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regressions: RegressionReport | None = None,
                  failed_tests: Collection[str] | None = None, *, partial: str | None = None,
-                 limit: int = SUMMARY_LIMIT) -> str:
+                 calibration: Calibration | None = None, limit: int = SUMMARY_LIMIT) -> str:
     """The markdown job summary: a headline, each failing or regressed evaluation (scores vs thresholds,
     failing questions with explanations, changes against the baseline), the run's totals. ``failed_tests``: as
     for :func:`workflow_commands`. At most ``limit`` bytes: the lists of tests added and removed, the unstable
@@ -235,6 +239,10 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
                 f"{len(v.asks)} yes" for r, v in unstable]
         out.append("")
         sections.append(Section(out, "the unstable questions", 1))
+    if calibration is not None:
+        from ..calibrate import calibration_markdown
+
+        sections.append(Section([*calibration_markdown(calibration), ""], "the judge's agreement with the labels", 3))
     cost = cost_text(totals.cost_usd, totals.unpriced_requests)
     out = [
         "### Totals",

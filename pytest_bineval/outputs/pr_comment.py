@@ -37,7 +37,7 @@ LIMIT = 60_000  # characters of the body at most: a GitHub comment holds 65,536 
 WHERE = ("the JSON report (`--bineval-report`), the HTML report (`--bineval-html`) and the job summary "
          "(`--bineval-github`)")
 # the sections cut to fit LIMIT, the first first: per-test detail, long outputs and flip lists before what decides
-_SCORES, _NOISE, _SOURCES, _OUTPUTS, _UNSTABLE, _ERRORS, _UNSETTLED, _SUITE, _CASE_TABLE = range(9)
+_SCORES, _NOISE, _SOURCES, _OUTPUTS, _UNSTABLE, _ERRORS, _CALIBRATION, _UNSETTLED, _SUITE, _CASE_TABLE = range(10)
 
 
 def md(text: str) -> str:
@@ -293,6 +293,11 @@ def render(document: ReportDocument, *, limit: int = LIMIT, where: str = WHERE) 
         out += _table(["test", "dimension", "question", "cause"],
                       [[_code(k), md(dim), md(q), md(cause) or "-"] for k, dim, q, cause in errors])
         sections.append(Section(out, "the judge errors", _ERRORS))
+    if document.calibration is not None:
+        from ..calibrate import calibration_markdown
+
+        sections.append(Section(["", *calibration_markdown(document.calibration)],
+                                "the judge's agreement with the labels", _CALIBRATION))
     out = ["", "### What the run cost", ""]
     cost = "unknown" if t.cost_usd is None else f"${t.cost_usd:.4f}"
     if t.unpriced_requests and t.cost_usd is not None:
