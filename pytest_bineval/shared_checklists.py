@@ -13,6 +13,7 @@ and the reply cache are for), and the controller removes it when the run ends. W
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import shutil
@@ -49,16 +50,20 @@ class SharedChecklists:
         except ImportError:  # pragma: no cover - Windows: no sharing
             return await generate(), True
         name = hashlib.sha256(repr(key).encode("utf-8")).hexdigest()[:32]
-        self.directory.mkdir(parents=True, exist_ok=True)
         stored = self.directory / f"{name}.json"
-        fd = os.open(self.directory / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.directory / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError:  # a cache directory this worker cannot write (read-only): it generates its own
+            return await generate(), True
         try:
             # waiting must not stop this worker's event loop (a test's other threads judge meanwhile)
             await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
             if stored.exists():
                 return Checklist.model_validate_json(stored.read_text(encoding="utf-8")), False
             checklist = await generate()
-            write_text_atomic(stored, checklist.model_dump_json())
+            with contextlib.suppress(OSError):  # not stored: the others generate it themselves
+                write_text_atomic(stored, checklist.model_dump_json())
             return checklist, True
         finally:
             os.close(fd)  # releases the lock

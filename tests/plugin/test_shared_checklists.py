@@ -3,6 +3,8 @@ generates it under a lock named by its key, the other waits and reads it (issue 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from support import make_project, report_of
 
@@ -67,3 +69,33 @@ def test_two_workers_generate_an_unpinned_checklist_once(pytester: pytest.Pytest
     assert len({tuple(q.question_id for q in r.verdicts) for r in report.evaluations}) == 1  # one checklist
     assert report.totals.llm_calls == single.totals.llm_calls
     assert not list((pytester.path / ".bineval_cache").glob("checklists-shared/*"))  # the run's own: removed
+
+
+def test_the_second_asker_waits_for_the_first_and_reads_its_checklist(tmp_path: Path) -> None:
+    """Two askers of one key at once (two workers; here two lock files opened apart, as flock sees two processes):
+    one generation; another key is generated apart; a directory that cannot be written falls back to generating."""
+    import asyncio
+
+    from pytest_bineval.models import Checklist
+    from pytest_bineval.shared_checklists import SharedChecklists
+
+    made: list[str] = []
+
+    async def generate(task: str) -> Checklist:
+        made.append(task)
+        await asyncio.sleep(0.3)  # the other asker arrives meanwhile
+        return Checklist(task=task, dimensions={"d": "D"}, questions=[])
+
+    async def both() -> list[tuple[Checklist, bool]]:
+        first, second = SharedChecklists(tmp_path / "run"), SharedChecklists(tmp_path / "run")
+        return list(await asyncio.gather(first.once(("k", 1), lambda: generate("a")),
+                                         second.once(("k", 1), lambda: generate("a")),
+                                         second.once(("k", 2), lambda: generate("b"))))
+
+    (a1, new1), (a2, new2), (b, new_b) = asyncio.run(both())
+    assert made == ["a", "b"] and a1 == a2 and b.task == "b"
+    assert sorted([new1, new2]) == [False, True] and new_b
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the directory would go: no sharing, no error
+    checklist, generated = asyncio.run(SharedChecklists(blocked / "run").once("k", lambda: generate("c")))
+    assert checklist.task == "c" and generated
