@@ -4,15 +4,10 @@ tests/plugin/test_sigterm.py)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 import xml.etree.ElementTree as ET
 
 import pytest
-from support import REAL_CHECKLIST, report_of
+from support import REAL_CHECKLIST, report_of, terminate_after
 
 pytest_plugins = ["pytester"]
 
@@ -43,28 +38,8 @@ def test_sigterm_to_a_real_judge_run_under_xdist_keeps_what_finished(pytester: p
 
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_real=SUITE % json.dumps(REAL_CHECKLIST))
-    log = (pytester.path / "out.txt").open("wb")
-    proc = pytester.popen([sys.executable, "-u", "-m", "pytest", "-p", "xdist", "-n", "2", "-v",
-                           "--bineval-cache=off", "--bineval-report=report.json", "--bineval-html=report.html",
-                           "--junitxml=junit.xml"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def passed() -> int:
-        return (pytester.path / "out.txt").read_text(encoding="utf-8", errors="replace").count(" PASSED ")
-
-    try:
-        deadline = time.monotonic() + 600  # a bound on the wait, not a timing assertion
-        while passed() < 2 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert proc.poll() is None and passed() == 2, "the run never got that far"
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=180)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
-    text = (pytester.path / "out.txt").read_text(encoding="utf-8", errors="replace")
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, text
+    code, text = terminate_after(pytester, 2, group=True, wait=600)
+    assert code == pytest.ExitCode.INTERRUPTED, text
     report = report_of(pytester)
     assert report.partial_reason == "interrupted (SIGTERM)", text
     assert sorted(r.test for r in report.evaluations) == ["test_real.py::test_judged[0]",

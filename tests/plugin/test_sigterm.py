@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 
 import pytest
-from support import make_project, report_of
+from support import make_project, report_of, terminate_after
 
 pytest_plugins = ["pytester"]
 
@@ -41,31 +39,8 @@ def test_sigterm_under_xdist_writes_the_partial_report_with_the_finished_evaluat
         pytester: pytest.Pytester, target: str) -> None:
     make_project(pytester)
     pytester.makepyfile(test_suite=SUITE)
-    log = (pytester.path / "out.txt").open("wb")
-    proc = pytester.popen([sys.executable, "-u", "-m", "pytest", "-p", "xdist", "-n", "2", "-v",
-                           "--bineval-cache=off", "--bineval-report=report.json",
-                           "--bineval-html=report.html", "--junitxml=junit.xml"],
-                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        def passed() -> int:  # the evaluations the controller has heard of (-v: "[gw0] PASSED ...")
-            return (pytester.path / "out.txt").read_text(encoding="utf-8", errors="replace").count(" PASSED ")
-
-        deadline = time.monotonic() + 240  # a bound on the wait, not a timing assertion
-        while passed() < 4 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert proc.poll() is None and passed() == 4, "the run never got that far"
-        if target == "controller":
-            proc.send_signal(signal.SIGTERM)
-        else:
-            os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
-    text = (pytester.path / "out.txt").read_text(encoding="utf-8", errors="replace")
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, text
+    code, text = terminate_after(pytester, 4, group=target == "process group")
+    assert code == pytest.ExitCode.INTERRUPTED, text
     report = report_of(pytester)
     assert report.partial and report.partial_reason == "interrupted (SIGTERM)", text
     assert sorted(r.test for r in report.evaluations) == [f"test_suite.py::test_judged[{i}]" for i in range(4)]
