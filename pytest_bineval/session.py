@@ -333,7 +333,7 @@ class BinevalService:
                                   temperature=s.temperature, concurrency=s.concurrency, timeout=s.timeout,
                                   retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
                                   repeats=s.repeats, gate=self.options.gate,
-                                  budget=s.budget, budget_workers=workers)
+                                  budget=s.budget, budget_workers=workers if s.budget is not None else 1)
         notes = [*self.engine.cache_notes(), *self.ledger.threshold_notes(self.options.threshold)]
         if self.options.fail_on_regression and not self.options.baseline:
             notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")

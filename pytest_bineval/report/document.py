@@ -169,7 +169,8 @@ class ReportSettings(BaseModel):
     gate: Gate | None = None
     budget: str | None = Field(default=None, description="--bineval-budget: dollars (0.50) or tokens (200000tok)")
     budget_workers: int = Field(default=1, description="the pytest-xdist workers the budget was split between "
-                                                      "(each kept budget / N, counted in its own process)")
+                                                      "(each kept budget / N, counted in its own process); 1 "
+                                                      "without a budget")
 
 
 class OptimizeOutcome(BaseModel):
