@@ -62,6 +62,8 @@ class Engine:
             cache = reply_cache(self.settings)
         self.cache = cache
         self.ledger = ledger if ledger is not None else RunLedger()
+        if cache is not None:  # a refused (unsigned or forged) entry is counted where the run's usage is
+            cache.on_rejected = lambda: self.ledger.add(RunLedger(cache_rejected=1))
         s = self.settings
         self.budget: Budget | None = None
         if s.budget is not None:

@@ -39,7 +39,8 @@ class TerminalSummary:
                 for text, markup in summary_lines(document.evaluations, document.totals, regressions,
                                                   document.unscored, checklists=document.checklists,
                                                   confirmation=document.confirmation,
-                                                  budget=document.settings.budget):
+                                                  budget=document.settings.budget,
+                                                  budget_workers=document.settings.budget_workers):
                     terminalreporter.write_line(text, **markup)
                 if document.batch is not None:  # --bineval-batch
                     from .batch import batch_lines

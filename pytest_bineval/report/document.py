@@ -83,6 +83,9 @@ class Totals(BaseModel):
                                           "per explained question instead of one)")
     budget_refused: int = Field(default=0, description="evaluations and checklist generations refused because "
                                                        "--bineval-budget was spent (their tests are errors)")
+    cache_rejected: int = Field(default=0, description="reply-cache entries not used because they were unsigned or "
+                                                       "their signature did not match (--bineval-cache-key-env): "
+                                                       "each was asked again (in llm_calls)")
     unpinned_checklists: int = 0
     pinned_checklists_written: int = 0
     unstable_questions: int = Field(default=0, description="questions whose repeats got both answers")
@@ -104,7 +107,7 @@ class Totals(BaseModel):
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0,
            regressions: RegressionReport | None = None, unscored: int = 0, reruns: int = 0,
-           unpinned: int | None = None, budget_refused: int = 0) -> Totals:
+           unpinned: int | None = None, budget_refused: int = 0, cache_rejected: int = 0) -> Totals:
         """``unpinned``: the pin entries a run's unpinned or stale checklists would be (the plugin knows them);
         None: estimated from the records."""
         recs = list(records)
@@ -135,6 +138,7 @@ class Totals(BaseModel):
             below_cache_minimum=dict(usage.below_cache_minimum),
             not_streamed=dict(usage.not_streamed),
             budget_refused=budget_refused,
+            cache_rejected=cache_rejected,
             unpinned_checklists=unpinned,
             pinned_checklists_written=pins_written,
             unstable_questions=sum(len(r.unstable()) for r in recs),
@@ -168,6 +172,9 @@ class ReportSettings(BaseModel):
     repeats: int | None = None
     gate: Gate | None = None
     budget: str | None = Field(default=None, description="--bineval-budget: dollars (0.50) or tokens (200000tok)")
+    budget_workers: int = Field(default=1, description="the pytest-xdist workers the budget was split between "
+                                                      "(each kept budget / N, counted in its own process); 1 "
+                                                      "without a budget")
 
 
 class OptimizeOutcome(BaseModel):

@@ -113,6 +113,8 @@ class RunLedger:
     rerun_evaluations: int = field(default=0, metadata=_kept(read=lambda d: d.totals.rerun_evaluations))
     # evaluations and checklists the engines refused (--bineval-budget spent)
     budget_refused: int = field(default=0, metadata=_kept(read=lambda d: d.totals.budget_refused))
+    # reply-cache entries not used because unsigned or forged (--bineval-cache-key-env): each was asked again
+    cache_rejected: int = field(default=0, metadata=_kept(read=lambda d: d.totals.cache_rejected))
     # by any assertion of the run
     dimensions_checked: set[str] = field(default_factory=set, metadata=_kept(
         read=lambda d: {dim.name for r in d.evaluations for dim in r.dimensions}))
@@ -166,7 +168,8 @@ class RunLedger:
     def totals(self, regressions: RegressionReport | None = None) -> Totals:
         return Totals.of(self.records, self.usage, pins_written=len(set(self.pins_written)),
                          regressions=regressions, unscored=len(self.unscored), reruns=self.rerun_evaluations,
-                         unpinned=len(self.unpinned), budget_refused=self.budget_refused)
+                         unpinned=len(self.unpinned), budget_refused=self.budget_refused,
+                         cache_rejected=self.cache_rejected)
 
     def document(self, settings: ReportSettings, *, regressions: RegressionReport | None = None,
                  optimize: list[OptimizeOutcome] | None = None, notes: Sequence[str] = (),
@@ -174,10 +177,16 @@ class RunLedger:
                  confirm: tuple[int, float] | None = None) -> ReportDocument:
         """The finished document of this ledger (a run's, or the shards' merged): ``notes`` come after the
         ledger's own; ``partial``: why the run was cut short, if it was; ``judged_by``: what judged it;
-        ``confirm``: ``--bineval-confirm``'s rounds and confidence level, when it was on."""
-        return ReportDocument(settings=settings, totals=self.totals(regressions), evaluations=list(self.records),
-                              optimize=optimize, regressions=regressions, unstable=UnstableQuestion.of(self.records),
-                              unscored=list(self.unscored), failed_tests=sorted(self.failed_tests),
+        ``confirm``: ``--bineval-confirm``'s rounds and confidence level, when it was on.
+
+        The evaluations are in the order of their test ids (a test's own in the order it made them), and so are the
+        unscored tests: not in the order tests finished or shards were merged, which changes from run to run (and
+        with xdist); every output lists them as the document does."""
+        records = sorted(self.records, key=lambda r: (r.test, r.index))
+        return ReportDocument(settings=settings, totals=self.totals(regressions), evaluations=records,
+                              optimize=optimize, regressions=regressions, unstable=UnstableQuestion.of(records),
+                              unscored=sorted(self.unscored, key=lambda u: u.test),
+                              failed_tests=sorted(self.failed_tests),
                               notes=list(dict.fromkeys([*self.notes, *notes])), partial=partial is not None,
                               ran_tests=sorted(self.ran_tests), collected_tests=sorted(self.collected_tests),
                               partial_reason=partial,
