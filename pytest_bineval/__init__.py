@@ -20,6 +20,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from .api import aevaluate, agenerate_checklist, evaluate, generate_checklist
     from .assertions import assert_passes, assert_passes_async
+    from .conversation import Conversation, ConversationError
     from .dimensions import BUILTIN_DIMENSIONS, DimensionsArg, parse_dimensions
     from .engine import Engine, run_sync
     from .errors import (
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("aevaluate", "agenerate_checklist", "evaluate", "generate_checklist"), ".api"),
     **dict.fromkeys(("assert_passes", "assert_passes_async"), ".assertions"),
+    **dict.fromkeys(("Conversation", "ConversationError"), ".conversation"),
     **dict.fromkeys(("BUILTIN_DIMENSIONS", "DimensionsArg", "parse_dimensions"), ".dimensions"),
     **dict.fromkeys(("Engine", "run_sync"), ".engine"),
     **dict.fromkeys(("ArgumentTypeError", "BinevalAssertionError", "BinevalError", "BinevalJudgeError",
@@ -75,6 +77,8 @@ __all__ = [
     "CallError",
     "Checklist",
     "ChecklistGenerationError",
+    "Conversation",
+    "ConversationError",
     "DataFileError",
     "DimensionsArg",
     "Engine",

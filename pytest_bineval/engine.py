@@ -17,6 +17,7 @@ from . import checklist as _checklist
 from . import confirm as _confirm
 from . import judge as _judge
 from .budget import Budget, parse_budget
+from .conversation import Conversation, OutputArg
 from .dimensions import DimensionsArg
 from .errors import BinevalError, BudgetReachedError, InputTooLargeError
 from .llm.cache import ResponseCache, cache_signing
@@ -157,11 +158,13 @@ class Engine:
         self.add_usage(usage, checklist=True)
         return result
 
-    async def aevaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
+    async def aevaluate(self, output: OutputArg, checklist: Checklist, source: str | None = None, *,
                         model: str | None = None, prompt: Prompt | None = None,
                         question_first: bool = False, explain: ExplainMode | None = None) -> Evaluation:
-        """Judge ``output``; ``prompt``: an evaluator prompt for this call (default: the settings' judge prompt,
-        else the packaged one); ``explain``: the explain mode for this call (default: the settings')."""
+        """Judge ``output`` (a text, or a conversation); ``prompt``: an evaluator prompt for this call (default: the
+        settings' judge prompt, else the packaged one); ``explain``: the explain mode for this call (default: the
+        settings')."""
+        output = _judge.check_output(output, source)
         self.check_budget()
         name = model or self.settings.judge_model
         # The embedded model is one in-process instance: ask its questions back to back.
@@ -216,7 +219,8 @@ class Engine:
         self.add_usage(result.usage)
         return result
 
-    async def _confirm(self, result: Evaluation, output: str, checklist: Checklist, source: str | None, name: str,
+    async def _confirm(self, result: Evaluation, output: str | Conversation, checklist: Checklist, source: str | None,
+                       name: str,
                        *, concurrency: int, question_first: bool, prompt: Prompt | None) -> Evaluation:
         """``result`` with its failing (and borderline) verdicts confirmed (:mod:`pytest_bineval.confirm`): each
         re-asked one re-ask at a time, re-ask k with the cache key of repeat k and no explanation; the questions
@@ -230,7 +234,7 @@ class Engine:
         async def confirm(first: Verdict) -> tuple[Verdict, int]:
             question = questions[first.question_id]
             messages = _judge.judge_messages(checklist.task, source, output, question,
-                                             question_first=question_first, prompt=prompt)
+                                             question_first=question_first, prompt=prompt, turn=first.turn)
             reasks: list[Verdict] = []
             while _confirm.ask_again([first.answer, *(r.answer for r in reasks)], s.confirm, s.confidence):
                 client = self.client(name, repeat=len(reasks) + 1, deadline=deadline)
@@ -253,8 +257,8 @@ class Engine:
         self.add_usage(usage, confirm=cost)
         if failures:
             raise failures[0]
-        by_id = {v.question_id: v for v, _ in outcomes}
-        verdicts = [by_id.get(v.question_id, v) for v in result.verdicts]
+        by_id = {(v.question_id, v.turn): v for v, _ in outcomes}
+        verdicts = [by_id.get((v.question_id, v.turn), v) for v in result.verdicts]
         return result.model_copy(update={"verdicts": verdicts, "usage": result.usage + usage})
 
     def checklist(self, task: str | None, dimensions: DimensionsArg = None, *, model: str | None = None,
@@ -263,10 +267,10 @@ class Engine:
         return run_sync(self.achecklist(task, dimensions, model=model, strategy=strategy, question=question,
                                         qworld=qworld))
 
-    def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
+    def evaluate(self, output: OutputArg, checklist: Checklist, source: str | None = None, *,
                  model: str | None = None) -> Evaluation:
-        _judge.check_output(output, source)
-        return run_sync(self.aevaluate(output, checklist, source, model=model))
+        judged = _judge.check_output(output, source)
+        return run_sync(self.aevaluate(judged, checklist, source, model=model))
 
     def close(self) -> None:
         if self.cache is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .conversation import Conversation, OutputArg
 from .dimensions import BUILTIN, DimensionsArg, did_you_mean, resolve_dimensions
 from .engine import Engine, run_sync
 from .errors import PinError, UsageError
@@ -225,7 +226,7 @@ class BinevalService:
             return run_sync(self._agenerate(task, resolve_dimensions(dimensions)))
         return run_sync(self._agenerate(task or DEFAULT_TASK, qworld_dimensions(dimensions), strategy, question))
 
-    def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
+    def evaluate(self, output: OutputArg, checklist: Checklist, source: str | None = None, *,
                  dimensions: list[str] | None = None, model: str | None = None) -> Evaluation:
         return self.engine.evaluate(output, checklist.select(dimensions), source, model=model)
 
@@ -287,7 +288,7 @@ class BinevalService:
         return checklist, "stale" if stale else "unpinned"
 
     def record(self, ctx: TestContext, evaluation: Evaluation, thresholds: dict[str, float], checklist: Checklist,
-               status: ChecklistStatus, output: str, source: str | None,
+               status: ChecklistStatus, output: str | Conversation, source: str | None,
                location: Location | None, *, score_kind: ScoreKind = "share") -> EvaluationRecord:
         """Keep the evaluation's record (for the summary, the report, xdist and the hook) and return it."""
         with self._lock:  # one index per evaluation, also when the test's threads evaluate at once
@@ -495,8 +496,8 @@ class Bineval:
         ``question``; pinned files are used by tests, not by this call."""
         return self._service.checklist(task, dimensions, strategy=strategy, question=question)
 
-    def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
+    def evaluate(self, output: OutputArg, checklist: Checklist, source: str | None = None, *,
                  dimensions: list[str] | None = None, model: str | None = None) -> Evaluation:
-        """Answer the checklist's questions (or its ``dimensions``') about ``output`` with the session's engine
-        (its cache, its usage); no threshold, no record."""
+        """Answer the checklist's questions (or its ``dimensions``') about ``output`` (a text, or a conversation:
+        a list of chat messages) with the session's engine (its cache, its usage); no threshold, no record."""
         return self._service.evaluate(output, checklist, source, dimensions=dimensions, model=model)

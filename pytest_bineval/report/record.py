@@ -13,10 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..conversation import Conversation, turn_label
 from ..kinds import GATES as GATES  # re-exported
 from ..kinds import Gate as Gate
 from ..models import (
@@ -38,6 +39,7 @@ from ..repeats import wilson_interval
 SOURCE_IN_REPORT = 4000  # characters of the source kept in a record
 OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the digest covers all of it)
 UNSCORED_MESSAGE = 2000  # characters of an unscored test's error message kept in the report
+MESSAGE_IN_REPORT = 4000  # characters of each text of a conversation kept in a record (the digest covers all)
 
 Outcome = Literal["passed", "failed", "error"]
 ChecklistStatus = Literal["pinned", "written", "unpinned", "stale", "explicit"]
@@ -128,11 +130,17 @@ class EvaluationRecord(BaseModel):
     score_kind: ScoreKind = Field(default="share", description="the kind of the dimension scores and of overall")
     strategy: Strategy = Field(default="bineval", description="what wrote the checklist: bineval (per task), "
                                "qworld or qworld-lite (per question, with points)")
+    conversation: list[dict[str, Any]] | None = Field(
+        default=None, description="a conversation under test: its messages in the OpenAI format (each text's first "
+                                  f"{MESSAGE_IN_REPORT} characters); output is then its transcript. None: a text")
+    first_failing_turn: int | None = Field(
+        default=None, description="a conversation: the first turn with a failing verdict of a checked dimension "
+                                  "(the first step that went wrong)")
 
     @classmethod
     def build(cls, *, test: str, evaluation: Evaluation, thresholds: dict[str, float], questions: Sequence[Question],
               checklist_status: ChecklistStatus, checklist_model: str = "", prompt_version: str = "",
-              output: str = "", source: str | None = None, prompt: str | None = None, index: int = 0,
+              output: str | Conversation = "", source: str | None = None, prompt: str | None = None, index: int = 0,
               location: Location | None = None, gate: Gate = "mean", score_kind: ScoreKind = "share",
               strategy: Strategy = "bineval") -> EvaluationRecord:
         """The record of ``evaluation`` judged against ``thresholds`` (its outcome is computed here); the
@@ -160,15 +168,22 @@ class EvaluationRecord(BaseModel):
         )
         secrets = secret_values()
         kept_source = excerpt(source, SOURCE_IN_REPORT)
+        messages: list[dict[str, Any]] | None = None
+        digest = text_digest(output) if isinstance(output, str) else output.digest()
+        if isinstance(output, Conversation):
+            messages = output.to_openai(lambda text: clean(excerpt(text, MESSAGE_IN_REPORT) or "", secrets))
+            output = output.transcript()
+        steps = [v.step for v in evaluation.verdicts if v.dimension in thresholds and v.answer == "no"]
         return cls(
             test=test, index=index, task=clean(evaluation.task, secrets), prompt=prompt, model=evaluation.model,
             checklist_model=checklist_model, checklist_status=checklist_status, prompt_version=prompt_version,
             dimensions=dims, overall=score_of(evaluation.verdicts), outcome=overall, questions=list(questions),
             verdicts=[_clean_verdict(v, secrets) for v in evaluation.verdicts],
-            output=clean(excerpt(output, OUTPUT_IN_REPORT) or "", secrets), output_digest=text_digest(output),
+            output=clean(excerpt(output, OUTPUT_IN_REPORT) or "", secrets), output_digest=digest,
             source=None if kept_source is None else clean(kept_source, secrets), usage=evaluation.usage,
             location=location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
-            gate=gate, score_kind=score_kind, strategy=strategy,
+            gate=gate, score_kind=score_kind, strategy=strategy, conversation=messages,
+            first_failing_turn=min((s for s in steps if s is not None), default=None) if messages else None,
         )
 
     # -- views ------------------------------------------------------------------------------------------------
@@ -185,18 +200,24 @@ class EvaluationRecord(BaseModel):
     def thresholds(self) -> dict[str, float]:
         return {d.name: d.threshold for d in self.dimensions}
 
+    def turn_label(self, turn: int) -> str:
+        """``turn 3 (assistant)``: a turn of the conversation under test, with its role."""
+        messages = self.conversation or []
+        role = messages[turn - 1].get("role", "assistant") if 0 < turn <= len(messages) else "assistant"
+        return turn_label(turn, str(role))
+
     def points(self) -> dict[str, int]:
         """Question id -> points, for the questions that have them (question-specific criteria)."""
         return {q.id: q.points for q in self.questions if q.points is not None}
 
     def checked(self) -> list[Verdict]:
         """Verdicts of the checked dimensions, failing first (error, then no, then yes); within each group the
-        criteria with the most points (or penalty) first."""
+        criteria with the most points (or penalty) first, then a conversation's turns in order."""
         dims = {d.name for d in self.dimensions}
         rank = {"error": 0, "no": 1, "yes": 2}
         points = self.points()
         return sorted((v for v in self.verdicts if v.dimension in dims),
-                      key=lambda v: (rank[v.answer], -abs(points.get(v.question_id, 0))))
+                      key=lambda v: (rank[v.answer], -abs(points.get(v.question_id, 0)), v.step or 0))
 
     def failing(self) -> list[Verdict]:
         """The questions of the checked dimensions answered *no*: each one is a reason."""
@@ -220,11 +241,17 @@ class UnstableQuestion(BaseModel):
     question: str
     answers: list[Answer]
     agreement: float | None
+    turn: int | None = Field(default=None, description="the assistant turn of a conversation it was asked of")
+
+    @property
+    def asked(self) -> str:
+        """The question as outputs show it (``turn 3 (assistant): ...`` when asked of one turn)."""
+        return self.question if self.turn is None else f"{turn_label(self.turn)}: {self.question}"
 
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord]) -> list[UnstableQuestion]:
         return [cls(key=r.key, dimension=v.dimension, question_id=v.question_id, question=v.question,
-                    answers=v.asks, agreement=v.agreement) for r in records for v in r.unstable()]
+                    answers=v.asks, agreement=v.agreement, turn=v.turn) for r in records for v in r.unstable()]
 
 
 class ConfirmationSummary(BaseModel):
