@@ -81,7 +81,7 @@ _SCORE_HEADER = ["test", "dimension", "baseline", "now", "change", "p-value", "e
 
 
 def _flip_rows(flips: list[tuple[EvaluationDiff, QuestionChange]]) -> list[list[str]]:
-    return [[_code(d.key), md(c.dimension), md(c.question), f"{c.before} → {c.after}",
+    return [[_code(d.key), md(c.dimension), md(c.asked), f"{c.before} → {c.after}",
              "changed" if d.output_changed else "same", md(c.explanation) or "-"] for d, c in flips]
 
 
@@ -135,7 +135,29 @@ def _comparison(diff: RegressionReport) -> list[str]:
     said = [f"{n} {kind}{'es' if kind == 'fix' and n != 1 else 's' if n != 1 else ''}" for kind, n in counts if n]
     if said:
         out += ["", "Other answer changes: " + ", ".join(said) + "."]
+    resized = [(d.key, d.turns_changed) for d in diff.compared if d.turns_changed]
+    if resized:
+        out += ["", "Conversations whose turns changed:", ""]
+        out += [f"- {_code(key)}: {md(text or '')}" for key, text in sorted(resized)]
     return out
+
+
+def _first_steps(document: ReportDocument) -> list[str]:
+    """The section of the conversations that did not pass: the first turn with a failing verdict of each, and its
+    first failing question there."""
+    rows = []
+    for r in sorted(document.evaluations, key=lambda r: r.key):
+        turn = r.first_failing_turn
+        if r.outcome == "passed" or turn is None:
+            continue
+        first = next((v for v in r.failing() if v.step == turn), None)
+        rows.append([_code(r.key), md(r.turn_label(turn)), md(first.dimension) if first else "-",
+                     md(first.question) if first else "-", md(first.reason()) if first else "-"])
+    if not rows:
+        return []
+    return ["", "### Conversations: the first step that went wrong", "",
+            "The first turn of each conversation that did not pass with a question answered no there:", "",
+            *_table(["test", "turn", "dimension", "question", "explanation"], rows)]
 
 
 def render(document: ReportDocument) -> str:
@@ -167,7 +189,8 @@ def render(document: ReportDocument) -> str:
                    f"{_n(len(diff.compared), 'evaluation')} compared, {len(diff.added)} added, "
                    f"{len(diff.removed)} removed, {len(diff.not_run)} not run.")
         out += _comparison(diff)
-    unstable = sorted(document.unstable, key=lambda u: (u.key, u.dimension, u.question_id))
+    out += _first_steps(document)
+    unstable = sorted(document.unstable, key=lambda u: (u.key, u.dimension, u.question_id, u.turn or 0))
     if unstable:
         why = ("Their asks got both answers and no answer won at "
                f"{c.level:.0%} confidence (`--bineval-confirm`): the verdict is a coin toss."
@@ -175,9 +198,9 @@ def render(document: ReportDocument) -> str:
                else "Their repeats got both answers: the verdict is not reproducible (`--bineval-repeats`).")
         out += ["", "### Unstable questions", "", why, ""]
         out += _table(["test", "dimension", "question", "answers", "agreement"], [
-            [_code(u.key), md(u.dimension), md(u.question), " ".join(u.answers), _fmt(u.agreement)]
+            [_code(u.key), md(u.dimension), md(u.asked), " ".join(u.answers), _fmt(u.agreement)]
             for u in unstable])
-    errors = sorted((r.key, v.dimension, v.question, v.error or "") for r in document.evaluations
+    errors = sorted((r.key, v.dimension, v.asked, v.error or "") for r in document.evaluations
                      for v in r.errors())
     if errors:
         out += ["", "### Judge errors", "", "Questions the judge gave no answer to: their tests error.", ""]

@@ -10,6 +10,12 @@ renumbered), then the same id with a *small edit* of the text: a :func:`similari
 of the gate. An id whose text differs more is a *replaced* question: removed and added, never compared, so never
 a regression or a fix. What is left over was asked in one run only and is listed as added or removed.
 
+A conversation's verdicts about one turn (questions of scope ``each_turn``) are matched by turn as well: turn 5's
+answer is compared with the baseline's turn 5. A conversation that gained or lost turns says so
+(:attr:`EvaluationDiff.turns_changed`); the verdicts of turns one run lacks are added or removed, never compared.
+All the verdicts of one evaluation, every turn's, stay that evaluation's: the statistics take an evaluation as
+one unit, so a long conversation does not count as many independent cases.
+
 A dimension's score change is tested for significance (:mod:`pytest_bineval.gate_stats`) on the pairs matched
 by text (the slightly edited ones are left out).
 
@@ -27,6 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ..conversation import turn_label
 from ..gate_stats import DEFAULT_ALPHA, dimension_test
 from ..kinds import FailOn
 from ..models import Answer, Verdict
@@ -37,11 +44,12 @@ CHANGE_KINDS: tuple[ChangeKind, ...] = ("regression", "unstable flip", "judge er
 
 
 class QuestionRef(BaseModel):
-    """A question asked in one of the two compared runs only (the checklist changed)."""
+    """A question asked in one of the two compared runs only (the checklist changed, or the conversation's turns)."""
 
     id: str
     dimension: str
     text: str
+    turn: int | None = Field(default=None, description="the assistant turn of a conversation it was asked of")
 
 
 class QuestionChange(BaseModel):
@@ -64,6 +72,12 @@ class QuestionChange(BaseModel):
     baseline_repeats: list[Answer] = Field(default_factory=list)
     edited_from: str | None = Field(default=None, description="the baseline's text of a question matched by id after a "
                                     "small edit: such a change is shown apart and kept out of the gate")
+    turn: int | None = Field(default=None, description="the assistant turn of a conversation it was asked of")
+
+    @property
+    def asked(self) -> str:
+        """The question as outputs show it (``turn 3 (assistant): ...`` when asked of one turn)."""
+        return self.question if self.turn is None else f"{turn_label(self.turn)}: {self.question}"
 
 
 class ScoreChange(BaseModel):
@@ -99,6 +113,26 @@ class EvaluationDiff(BaseModel):
     replaced: int = Field(default=0, description="ids asked in both runs with texts too different to compare: "
                           "counted in questions_added and questions_removed")
     unchanged: int = Field(default=0, description="matched questions with the baseline's answer")
+    turns: int | None = Field(default=None, description="the conversation's turns (None: the output is a text)")
+    baseline_turns: int | None = Field(default=None, description="the baseline conversation's turns")
+
+    @property
+    def turns_changed(self) -> str | None:
+        """A conversation that gained or lost turns (or a text that became one), said plainly; None: neither."""
+        now, was = self.turns, self.baseline_turns
+        if now == was:
+            return None
+        if now is None or was is None:
+            what = "a text" if now is None else f"a conversation of {now} turns"
+            other = "a text" if was is None else f"a conversation of {was} turns"
+            return f"the output is {what}, the baseline's was {other}: its turns' verdicts are not compared"
+        span = (f"turn {min(now, was) + 1}" if abs(now - was) == 1
+                else f"turns {min(now, was) + 1}-{max(now, was)}")
+        if now > was:
+            return (f"the conversation gained turns: {now} now, {was} in the baseline; {span} are new, their "
+                    "verdicts are not compared")
+        return (f"the conversation lost turns: {now} now, {was} in the baseline; {span} are gone, their "
+                "verdicts are not compared")
 
 
 class EvaluationRef(BaseModel):
@@ -221,10 +255,11 @@ def match_questions(before: Sequence[Verdict], after: Sequence[Verdict]) -> tupl
                 counts[how] += 1
         new = left
 
-    take("exact", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension
+    take("exact", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension and b.turn == a.turn
                                 and _norm(b.question) == _norm(a.question)))
-    take("text", lambda b, a: b.dimension == a.dimension and _norm(b.question) == _norm(a.question))
-    take("id", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension
+    take("text", lambda b, a: (b.dimension == a.dimension and b.turn == a.turn
+                               and _norm(b.question) == _norm(a.question)))
+    take("id", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension and b.turn == a.turn
                              and similarity(b.question, a.question) >= EDIT_SIMILARITY))
     return pairs, counts["text"], counts["id"], new, old
 
@@ -249,7 +284,7 @@ def _answers(v: Verdict) -> list[Answer]:
 
 
 def _ref(v: Verdict) -> QuestionRef:
-    return QuestionRef(id=v.question_id, dimension=v.dimension, text=v.question)
+    return QuestionRef(id=v.question_id, dimension=v.dimension, text=v.question, turn=v.turn)
 
 
 def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolerance: float = 0.0,
@@ -270,10 +305,10 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolera
             explanation=(a.error or "") if a.answer == "error" else a.explanation,
             baseline_explanation=((b.error or None) if b.answer == "error" else b.explanation) or None,
             repeats=_answers(a), baseline_repeats=_answers(b),
-            edited_from=None if _norm(a.question) == _norm(b.question) else b.question,
+            edited_from=None if _norm(a.question) == _norm(b.question) else b.question, turn=a.turn,
         ))
     rank = {k: i for i, k in enumerate(CHANGE_KINDS)}
-    changes.sort(key=lambda c: (rank[c.kind], c.dimension, c.question_id))
+    changes.sort(key=lambda c: (rank[c.kind], c.dimension, c.question_id, c.turn or 0))
     old_dims = {d.name: d for d in before.dimensions}
     scores = []
     for d in after.dimensions:
@@ -293,6 +328,8 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolera
         changes=changes, scores=scores, questions_added=[_ref(v) for v in added],
         questions_removed=[_ref(v) for v in removed], matched_by_text=by_text, matched_by_id=by_id,
         replaced=replaced, unchanged=unchanged,
+        turns=None if after.conversation is None else len(after.conversation),
+        baseline_turns=None if before.conversation is None else len(before.conversation),
     )
 
 
@@ -378,14 +415,14 @@ class BaselineDiff:
     made by :func:`diff_runs`): its changes by (record key, question id)."""
 
     report: RegressionReport
-    changes: dict[tuple[str, str], QuestionChange] = field(default_factory=dict)
+    changes: dict[tuple[str, str, int | None], QuestionChange] = field(default_factory=dict)  # key, id, turn
     scores: dict[tuple[str, str], float | None] = field(default_factory=dict)  # (key, dimension) -> old score
     drops: frozenset[tuple[str, str]] = frozenset()  # (key, dimension): fell by more than the tolerance
 
     @classmethod
     def of(cls, report: RegressionReport) -> BaselineDiff:
         return cls(report=report,
-                   changes={(d.key, c.question_id): c for d in report.compared for c in d.changes},
+                   changes={(d.key, c.question_id, c.turn): c for d in report.compared for c in d.changes},
                    scores={(d.key, s.name): s.before for d in report.compared for s in d.scores},
                    drops=frozenset((d.key, s.name) for d, s in report.score_drops()))
 
