@@ -473,6 +473,7 @@ async def checked_verdict(question: Question, check: dict[str, Any], output: str
     conversation's turn it was asked of (``output`` is then that turn alone)."""
     from .checks.catalogue import CheckTimeout
     from .checks.running import arun_check
+    from .checks.tools import ToolCheckResult
 
     base: dict[str, Any] = {"question_id": question.id, "dimension": question.dimension, "question": question.text,
                             "decided_by": "code", "turn": turn}
@@ -482,7 +483,8 @@ async def checked_verdict(question: Question, check: dict[str, Any], output: str
         return Verdict(**base, answer="error", error=f"{exc} (a check's bound: --bineval-timeout, within the "
                                                      "evaluation's deadline)")
     return Verdict(**base, answer="yes" if result.passed else "no", explanation=result.explanation,
-                   found_turn=None if result.passed or turn is not None else result.turn)
+                   found_turn=result.turn if isinstance(result, ToolCheckResult) and not result.passed and turn is None
+                   else None)
 
 
 async def settle(aws: Sequence[Awaitable[T]]) -> tuple[list[T], list[BaseException]]:

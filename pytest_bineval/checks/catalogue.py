@@ -50,12 +50,10 @@ class CheckTimeout(BinevalError):
 
 
 class CheckResult(NamedTuple):
-    """What a check found: whether the output passed, and what was measured (a check of a conversation's tool calls:
-    and the turn where it found what failed)."""
+    """What a check found: whether the output passed, and what was measured."""
 
     passed: bool
     explanation: str
-    turn: int | None = None
 
 
 class _Params(BaseModel):

@@ -8,8 +8,8 @@
   extra ``checks``).
 
 Each says what it found ("called 'lookup_order' in turn 3 with {...}"); one that fails at a call names that call's
-turn (:attr:`~pytest_bineval.checks.catalogue.CheckResult.turn`), so the record knows the step that went wrong. A text
-output is a reply that calls no tool.
+turn (:attr:`ToolCheckResult.turn`), so the record knows the step that went wrong. A text output is a reply that calls
+no tool.
 """
 
 from __future__ import annotations
@@ -22,6 +22,18 @@ from pydantic import Field, model_validator
 from ..conversation import Conversation, ToolCall
 from ..errors import MissingExtraError
 from .catalogue import EXTRA_HINT, CheckResult, Kind, Number, _Params
+
+
+class ToolCheckResult(CheckResult):
+    """A tool check's result, which compares and unpacks as ``(passed, explanation)``; ``turn``: the turn where it
+    found what failed (None: nowhere in particular, e.g. a call that was never made)."""
+
+    turn: int | None
+
+    def __new__(cls, passed: bool, explanation: str, turn: int | None = None) -> ToolCheckResult:
+        result = super().__new__(cls, passed, explanation)
+        result.turn = turn
+        return result
 
 
 class ToolCalled(_Params):
@@ -85,14 +97,14 @@ def _tool_called(p: ToolCalled, convo: Conversation) -> CheckResult:
     fits = [(t, c) for t, c in where if p.arguments is None or holds(c.arguments, p.arguments)]
     if fits:
         t, c = fits[0]
-        return CheckResult(True, f"called {p.name!r} in turn {t} with {_json(c.arguments)}")
+        return ToolCheckResult(True, f"called {p.name!r} in turn {t} with {_json(c.arguments)}")
     if not named:
-        return CheckResult(False, f"no call of {p.name!r}; {_called(calls)}", p.turn)
+        return ToolCheckResult(False, f"no call of {p.name!r}; {_called(calls)}", p.turn)
     if not where:
         turns = ", ".join(str(t) for t, _ in named)
-        return CheckResult(False, f"no call of {p.name!r} in turn {p.turn}; it was called in turn {turns}", p.turn)
+        return ToolCheckResult(False, f"no call of {p.name!r} in turn {p.turn}; it was called in turn {turns}", p.turn)
     t, c = where[0]
-    return CheckResult(False, f"{p.name!r} was called in turn {t} with {_json(c.arguments)}, which does not hold "
+    return ToolCheckResult(False, f"{p.name!r} was called in turn {t} with {_json(c.arguments)}, which does not hold "
                               f"{_json(p.arguments)}", t)
 
 
@@ -102,8 +114,8 @@ def _tool_not_called(p: ToolName, convo: Conversation) -> CheckResult:
     if named:
         t, c = named[0]
         more = f" ({len(named)} calls)" if len(named) > 1 else ""
-        return CheckResult(False, f"called {p.name!r} in turn {t} with {_json(c.arguments)}{more}", t)
-    return CheckResult(True, f"{p.name!r} not called; {_called(calls)}")
+        return ToolCheckResult(False, f"called {p.name!r} in turn {t} with {_json(c.arguments)}{more}", t)
+    return ToolCheckResult(True, f"{p.name!r} not called; {_called(calls)}")
 
 
 def _tool_order(p: ToolOrder, convo: Conversation) -> CheckResult:
@@ -115,16 +127,16 @@ def _tool_order(p: ToolOrder, convo: Conversation) -> CheckResult:
         if index is None:
             earlier = [t for t, c in calls[:at] if c.name == name]
             if not found:
-                return CheckResult(False, f"{name!r} was never called; {_called(calls)}")
+                return ToolCheckResult(False, f"{name!r} was never called; {_called(calls)}")
             previous, turn = found[-1]
             if earlier:
-                return CheckResult(False, f"{name!r} was called in turn {earlier[0]}, before {previous!r} (turn "
+                return ToolCheckResult(False, f"{name!r} was called in turn {earlier[0]}, before {previous!r} (turn "
                                           f"{turn}), and not after it", earlier[0])
-            return CheckResult(False, f"{name!r} was never called (wanted after {previous!r}, turn {turn}); "
+            return ToolCheckResult(False, f"{name!r} was never called (wanted after {previous!r}, turn {turn}); "
                                       f"{_called(calls)}")
         found.append((name, calls[index][0]))
         at = index + 1
-    return CheckResult(True, "called " + ", then ".join(f"{n!r} (turn {t})" for n, t in found))
+    return ToolCheckResult(True, "called " + ", then ".join(f"{n!r} (turn {t})" for n, t in found))
 
 
 def _tool_arguments_schema(p: ToolSchema, convo: Conversation) -> CheckResult:
@@ -134,15 +146,15 @@ def _tool_arguments_schema(p: ToolSchema, convo: Conversation) -> CheckResult:
         raise MissingExtraError(f"tool_arguments_schema checks need jsonschema: {EXTRA_HINT}") from None
     named = [(t, c) for t, c in convo.calls() if c.name == p.name]
     if not named:
-        return CheckResult(True, f"no call of {p.name!r}: no arguments to check")
+        return ToolCheckResult(True, f"no call of {p.name!r}: no arguments to check")
     validator = jsonschema.Draft202012Validator(p.json_schema)
     for t, c in named:
         error = jsonschema.exceptions.best_match(validator.iter_errors(c.arguments))
         if error is not None:
             where = "/".join(map(str, error.absolute_path)) or "(root)"
-            return CheckResult(False, f"the call of {p.name!r} in turn {t} does not match the schema at {where}: "
+            return ToolCheckResult(False, f"the call of {p.name!r} in turn {t} does not match the schema at {where}: "
                                       f"{error.message}", t)
-    return CheckResult(True, f"the arguments of {len(named)} call(s) of {p.name!r} match the schema")
+    return ToolCheckResult(True, f"the arguments of {len(named)} call(s) of {p.name!r} match the schema")
 
 
 def _called_question(p: ToolCalled) -> str:
