@@ -111,7 +111,7 @@ def test_a_string_stays_a_string_and_other_types_are_type_errors() -> None:
     conversation = Conversation(SUPPORT)
     assert as_output(conversation) is conversation
     assert as_output(SUPPORT) == conversation
-    with pytest.raises(ArgumentTypeError, match="the output under test must be a str or a conversation .*, not int"):
+    with pytest.raises(ArgumentTypeError, match=r"the output under test must be a str or a conversation .*, not int"):
         as_output(3)
     with pytest.raises(ArgumentTypeError, match="a conversation is a list of chat messages, not dict"):
         Conversation({"role": "user"})  # type: ignore[arg-type]
