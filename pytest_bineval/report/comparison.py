@@ -126,13 +126,13 @@ class EvaluationDiff(BaseModel):
             what = "a text" if now is None else f"a conversation of {now} turns"
             other = "a text" if was is None else f"a conversation of {was} turns"
             return f"the output is {what}, the baseline's was {other}: its turns' verdicts are not compared"
-        span = (f"turn {min(now, was) + 1}" if abs(now - was) == 1
-                else f"turns {min(now, was) + 1}-{max(now, was)}")
+        one = abs(now - was) == 1
+        span = f"turn {max(now, was)} is" if one else f"turns {min(now, was) + 1}-{max(now, was)} are"
         if now > was:
-            return (f"the conversation gained turns: {now} now, {was} in the baseline; {span} are new, their "
-                    "verdicts are not compared")
-        return (f"the conversation lost turns: {now} now, {was} in the baseline; {span} are gone, their "
-                "verdicts are not compared")
+            return (f"the conversation gained turns: {now} now, {was} in the baseline; {span} new, "
+                    f"{'its' if one else 'their'} verdicts are not compared")
+        return (f"the conversation lost turns: {now} now, {was} in the baseline; {span} gone, "
+                f"{'its' if one else 'their'} verdicts are not compared")
 
 
 class EvaluationRef(BaseModel):
