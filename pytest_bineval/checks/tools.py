@@ -122,18 +122,21 @@ def _tool_order(p: ToolOrder, convo: Conversation) -> CheckResult:
     calls = convo.calls()
     at = 0  # the next call that may match
     found: list[tuple[str, int]] = []
-    for name in p.names:
+    for k, name in enumerate(p.names):
         index = next((i for i in range(at, len(calls)) if calls[i][1].name == name), None)
         if index is None:
             earlier = [t for t, c in calls[:at] if c.name == name]
-            if not found:
-                return ToolCheckResult(False, f"{name!r} was never called; {_called(calls)}")
-            previous, turn = found[-1]
-            if earlier:
+            if found and earlier:
+                previous, turn = found[-1]
                 return ToolCheckResult(False, f"{name!r} was called in turn {earlier[0]}, before {previous!r} (turn "
-                                          f"{turn}), and not after it", earlier[0])
-            return ToolCheckResult(False, f"{name!r} was never called (wanted after {previous!r}, turn {turn}); "
-                                      f"{_called(calls)}")
+                                              f"{turn}), and not after it", earlier[0])
+            # the step that went wrong: the first call of a tool that should have come after this one
+            skipped = next(((t, c.name) for t, c in calls[at:] if c.name in p.names[k + 1:]), None)
+            wanted = f" (wanted after {found[-1][0]!r}, turn {found[-1][1]})" if found else ""
+            if skipped is not None:
+                return ToolCheckResult(False, f"{name!r} was never called{wanted}; {skipped[1]!r} was, in turn "
+                                              f"{skipped[0]}", skipped[0])
+            return ToolCheckResult(False, f"{name!r} was never called{wanted}; {_called(calls)}")
         found.append((name, calls[index][0]))
         at = index + 1
     return ToolCheckResult(True, "called " + ", then ".join(f"{n!r} (turn {t})" for n, t in found))

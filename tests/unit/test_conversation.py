@@ -264,6 +264,8 @@ SCHEMA = {"type": "object", "required": ["order_id"], "properties": {"order_id":
     ({"kind": "tool_order", "names": ["lookup_order", "escalate"]}, False,
      "'escalate' was never called (wanted after 'lookup_order', turn 2); the tools called: 'lookup_order' (turn 2), "
      "'cancel_order' (turn 4), 'refund' (turn 4)", None),
+    ({"kind": "tool_order", "names": ["escalate", "refund"]}, False,
+     "'escalate' was never called; 'refund' was, in turn 4", 4),
     ({"kind": "tool_arguments_schema", "name": "cancel_order", "schema": SCHEMA}, True,
      "the arguments of 1 call(s) of 'cancel_order' match the schema", None),
     ({"kind": "tool_arguments_schema", "name": "refund", "schema": SCHEMA}, False,
