@@ -15,6 +15,7 @@ from .judge import check_output
 from .models import Checklist, Evaluation
 from .qworld import QworldConfig
 from .settings import Settings
+from .sources import SourceArg
 
 __all__ = ["aevaluate", "agenerate_checklist", "evaluate", "generate_checklist"]
 
@@ -52,12 +53,14 @@ def generate_checklist(task: str | None, dimensions: DimensionsArg = None, *, mo
                                         qworld=qworld, settings=settings, **options))
 
 
-async def aevaluate(output: OutputArg, checklist: Checklist, source: str | None = None, *,
+async def aevaluate(output: OutputArg, checklist: Checklist, source: SourceArg = None, *,
                     dimensions: list[str] | str | None = None, model: str | None = None,
                     settings: Settings | None = None, **options: Any) -> Evaluation:
     """Answer every question of ``checklist`` (or of its ``dimensions``) about ``output``: a text, or a
     conversation (a list of chat messages in the OpenAI format, or a :class:`~pytest_bineval.Conversation`), whose
-    questions of scope ``each_turn`` are asked of every assistant turn.
+    questions of scope ``each_turn`` are asked of every assistant turn; ``source``: the input it was made from, a
+    text or a list of documents (strings, or ``{"id", "title", "text"}`` mappings: see
+    :mod:`pytest_bineval.sources`).
 
     Judge failures are error verdicts (``result.errors``), never yes or no; scores count answered
     questions only. An empty output is judged like any other; an output that is neither a str nor a list of
@@ -73,7 +76,7 @@ async def aevaluate(output: OutputArg, checklist: Checklist, source: str | None 
         engine.close()
 
 
-def evaluate(output: OutputArg, checklist: Checklist, source: str | None = None, *,
+def evaluate(output: OutputArg, checklist: Checklist, source: SourceArg = None, *,
              dimensions: list[str] | str | None = None, model: str | None = None,
              settings: Settings | None = None, **options: Any) -> Evaluation:
     """Sync twin of :func:`aevaluate`."""

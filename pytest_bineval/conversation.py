@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from .errors import ArgumentTypeError, UsageError
+from .errors import ArgumentTypeError, ConversationError
 from .prompting import MARKER_NAMES, _tag_pattern, delimit
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -36,10 +36,6 @@ SCOPES: tuple[Scope, ...] = ("conversation", "each_turn")
 
 # The tags a message's text must not hold: the judge prompt's markers and the transcript's own.
 TURN_TAGS = _tag_pattern((*MARKER_NAMES, "turn"))
-
-
-class ConversationError(UsageError):
-    """A list of chat messages that is not a conversation the plugin can judge (the message and what is wrong)."""
 
 
 def turn_label(turn: int, role: str = "assistant") -> str:

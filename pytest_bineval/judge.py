@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from .conversation import Conversation, asked_turns, check_subject, judged_text, output_size, turn_question
-from .errors import ArgumentTypeError, CallError, InputTooLargeError
+from .errors import CallError, InputTooLargeError
 from .llm.caching import Points
 from .llm.client import LLMClient
 from .llm.parsing import answer_at, answer_settled, check_answer_once, read_reply, reply_schema
@@ -157,10 +157,6 @@ _ABOUT_THE_INPUT = re.compile(
 )
 
 
-class MissingSourceWarning(UserWarning):
-    """An assertion was asked without ``source=`` while questions of its checklist are about the input."""
-
-
 def refers_to_the_input(text: str) -> bool:
     """Whether a question's ``text`` refers to the input (``the input``, ``the source``, ``the article``, ...)."""
     return _ABOUT_THE_INPUT.search(text) is not None
@@ -220,13 +216,17 @@ def explanation_messages(messages: list[dict[str, Any]], answer_reply: str) -> l
 
 
 def check_output(output: object, source: object) -> str | Conversation:
-    """The output under test as it is judged (a str, or a conversation validated once: see
-    :func:`~pytest_bineval.conversation.as_output`); a bad output or source is an error saying what is wrong."""
+    """The input's one check, where it comes in, and the output under test as it is judged: a str as it is, a
+    conversation validated once (:func:`~pytest_bineval.conversation.as_output`: a :class:`ConversationError` naming
+    the message); any other output, or a source neither ``str``, documents nor None, is an error saying what is
+    wrong before anything is asked."""
     from .conversation import as_output
 
     judged = as_output(output)
-    if source is not None and not isinstance(source, str):
-        raise ArgumentTypeError(f"source must be a str or None, not {type(source).__name__}")
+    if source is not None and not isinstance(source, str):  # a list of documents (pytest_bineval.sources), checked
+        from .sources import read_source
+
+        read_source(source)
     return judged
 
 
@@ -385,9 +385,9 @@ async def judge(
     the prompt up to the question; a later turn's transcript starts with an earlier one's).
     Output and source too large for the judge's context raise :class:`InputTooLargeError` once every question
     already being asked has finished (none is left running; none not yet asked is asked), with the usage of
-    every request made (the failed ones too).
+    every request made (the failed ones too). The input was checked where it came in (``assert_passes``,
+    ``evaluate``, ``Engine.evaluate``: :func:`check_output`).
     """
-    output = check_output(output, source)
     semaphore = asyncio.Semaphore(max(1, concurrency))
     stop = asyncio.Event()  # set by a question that raised: the questions not asked yet are not asked
     empty = Question(id="", dimension="", text="")
@@ -453,6 +453,20 @@ async def judge(
     )
 
 
+async def reask(client: LLMClient, messages: list[dict[str, Any]], question: Question, semaphore: asyncio.Semaphore,
+                spent: list[Usage]) -> Verdict:
+    """One more ask of ``question`` (no explanation), within ``semaphore``; what it cost is appended to ``spent``,
+    also when it raises (a request that failed was made all the same)."""
+    async with semaphore:
+        try:
+            verdict, usage = await judge_question(client, messages, question, "none")
+        except Exception as exc:
+            spent.append(usage_of_error(exc))
+            raise
+    spent.append(usage)
+    return verdict
+
+
 # A check asked when little of the evaluation's deadline is left still gets this long (a check takes milliseconds).
 MIN_CHECK_SECONDS = 0.5
 
@@ -471,9 +485,9 @@ async def checked_verdict(question: Question, check: dict[str, Any], output: str
     """The verdict of ``question`` decided by its ``check``: the check's result and what it measured; a check
     that does not finish within ``seconds`` is an error verdict saying so (never a pass). ``turn``: the
     conversation's turn it was asked of (``output`` is then that turn alone)."""
-    from .checks.catalogue import CheckTimeout
     from .checks.running import arun_check
     from .checks.tools import ToolCheckResult
+    from .errors import CheckTimeout
 
     base: dict[str, Any] = {"question_id": question.id, "dimension": question.dimension, "question": question.text,
                             "decided_by": "code", "turn": turn}

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 
 from .errors import UsageError
+from .judge_cli import parse_kappa
 from .kinds import FAIL_ON, GATES, PIN_UPDATES, FailOn, Gate, PinUpdate
 from .llm.cache import cache_signing
 from .settings import SETTING_SPECS, OptionSpec, Settings, choice, number_in
@@ -44,6 +45,8 @@ class Options:
     alpha: float = 0.05  # --bineval-alpha: significance level of a dimension's drop against the baseline
     gate: Gate = "mean"
     github: str = "auto"  # auto (GITHUB_ACTIONS=true), on, off
+    labels: str | None = None  # --bineval-labels FILE: people's labels of verdicts (pytest_bineval.labels)
+    trust_kappa: float | None = None  # --bineval-trust-kappa K: the gate trusts dimensions with kappa >= K only
 
 
 def parse_threshold(text: str) -> float | dict[str, float]:
@@ -150,11 +153,15 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                "run (interrupted, stopped by -x/--maxfail, or ended by an internal error); without it such a "
                "baseline is a usage error"),
     OptionSpec("fail-on-regression", "fail_on_regression", "with --bineval-baseline, fail the session on "
-               "significant (given bare): a dimension whose drop is beyond the tolerance and significant at "
-               "--bineval-alpha (McNemar/Fisher exact test); any: any question answered yes in the baseline and no "
-               "now, or any score drop beyond the tolerance; off: no gate (over an ini value)", parse_fail_on, "MODE",
-               "off", bare="significant"),
-    OptionSpec("alpha", "alpha", "significance level of a dimension's drop against the baseline",
+               "significant (given bare): a case whose question flipped from yes to no and kept that answer when "
+               "the judge was asked again about both outputs (a confirmed regression), a dimension whose mean "
+               "fell across the suite beyond the judge's noise (a sign-flip test over the evaluations, Holm), or "
+               "a flip that could not be confirmed; the whole gate errs at most at --bineval-alpha; any: any "
+               "question answered yes in the baseline and no now, or any score drop beyond the tolerance; off: no "
+               "gate (over an ini value)",
+               parse_fail_on, "MODE", "off", bare="significant"),
+    OptionSpec("alpha", "alpha", "the regression gate's false-alarm rate: at most this chance that a run with no "
+               "real change fails it (half for confirmed regressions, half for the suite's dimensions)",
                parse_alpha, "A", 0.05),
     OptionSpec("regression-tolerance", "regression_tolerance", "a dimension score drop up to this much is not "
                "counted against the baseline", parse_tolerance, "D", 0.0),
@@ -162,6 +169,12 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                "95-percent Wilson interval (lower-bound)", choice(GATES), "GATE", "mean"),
     OptionSpec("github", "github", "GitHub Actions job summary and annotations: auto (when GITHUB_ACTIONS=true), "
                "on, off", choice(GITHUB_MODES), "MODE", "auto"),
+    OptionSpec("labels", "labels", "a labels file (JSON lines of people's yes/no on verdicts, relative to the "
+               "rootdir): the summary and reports show the judge's agreement with them (kappa, TPR, TNR) for the "
+               "questions this run asked; stale labels are said, not used", str, "FILE", "none"),
+    OptionSpec("trust-kappa", "trust_kappa", "with --bineval-labels: the regression gate trusts only dimensions "
+               "whose kappa against the labels is at least K, and says which it did not trust",
+               parse_kappa, "K", "none"),
 )
 SPECS: tuple[OptionSpec, ...] = (*SETTING_SPECS, *PLUGIN_SPECS)
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import BinevalError, MissingExtraError, UsageError, install_hint
+from ..errors import CheckError, CheckTimeout, MissingExtraError, install_hint
 
 if TYPE_CHECKING:
     from ..conversation import Conversation
@@ -39,14 +39,6 @@ EXTRA_HINT = install_hint("checks")
 
 # Seconds a check may take when no bound is given (outside an evaluation: bineval bench, run_check).
 CHECK_SECONDS = 10.0
-
-
-class CheckError(UsageError):
-    """A check that is not in the catalogue, or whose parameters do not fit its kind."""
-
-
-class CheckTimeout(BinevalError):
-    """A check that did not finish within its bound (a regular expression that backtracks catastrophically)."""
 
 
 class CheckResult(NamedTuple):

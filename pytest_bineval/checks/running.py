@@ -14,7 +14,8 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .catalogue import Check, CheckResult, CheckTimeout, parse_check
+from ..errors import CheckTimeout
+from .catalogue import Check, CheckResult, parse_check
 
 if TYPE_CHECKING:
     from ..conversation import Conversation

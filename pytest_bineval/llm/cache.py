@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import UsageError
+from ..errors import BinevalCacheWarning, UsageError
 from ..redaction import redact_obj
 
 CacheMode = Literal["on", "off", "read-only", "replay"]
@@ -52,10 +52,6 @@ REPLAY_MISS = ("not in the shared cache (--bineval-cache replay sends no request
 
 # Keys of request parameters that may carry credentials: never part of a key or a stored value.
 _SECRET_PARAMS = frozenset({"api_key", "azure_ad_token", "aws_secret_access_key", "headers", "extra_headers"})
-
-
-class BinevalCacheWarning(UserWarning):
-    """The cache could not be used for an entry or at all; results were recomputed."""
 
 
 # -- signed entries -------------------------------------------------------------------------------------------------

@@ -26,7 +26,9 @@ from ..models import Verdict, cost_text
 from ..report.comparison import BaselineDiff, QuestionChange, RegressionReport
 from ..report.document import ReportDocument
 from ..report.record import DimensionResult, EvaluationRecord
+from .labelling_html import LabellingView
 from .transcript import TurnView, transcript
+from .verdict import Part, parts_of
 
 # -- the view the template lays out -------------------------------------------------------------------------
 
@@ -84,7 +86,14 @@ class Cell:
 
     @property
     def regressed(self) -> bool:
-        return self.change is not None and self.change.kind == "regression"
+        """A yes -> no flip that is no noise: confirmed by re-asking (or not settled); without a confirmation (an
+        older report), a flip of a stable question."""
+        c = self.change
+        if c is None:
+            return False
+        if c.flip is not None:
+            return c.flip.status not in ("unstable", "same input")
+        return c.kind == "regression"
 
     @property
     def fixed(self) -> bool:
@@ -92,8 +101,14 @@ class Cell:
 
     @property
     def flipped(self) -> bool:
-        """yes <-> no of an unstable question: reported apart from a regression."""
-        return self.change is not None and self.change.kind == "unstable flip"
+        """yes <-> no of an unstable question, or a yes -> no flip that was the judge's noise (re-asking did not
+        keep it, or nothing the judge read changed): reported apart from a regression."""
+        c = self.change
+        if c is None:
+            return False
+        if c.flip is not None:
+            return c.flip.status in ("unstable", "same input")
+        return c.kind == "unstable flip"
 
     @property
     def why(self) -> str:
@@ -270,6 +285,7 @@ class ReportView:
     histograms: tuple[Histogram, ...]
     diff: BaselineDiff | None
     models: tuple[str, ...]
+    outcome: tuple[Part, ...] = ()  # the run's outcome, as every output says it (outputs/verdict.py)
     bar_width: int = BAR_WIDTH
 
     @property
@@ -357,7 +373,7 @@ def build_view(document: ReportDocument, comparison: RegressionReport | None = N
                                  else [r.model for r in records]))
     return ReportView(document=document, rows=tuple(rows), columns=tuple(columns),
                       histograms=tuple(histogram(n, ds) for n, ds in by_dim.items()), diff=diff,
-                      models=tuple(m for m in models if m))
+                      models=tuple(m for m in models if m), outcome=tuple(parts_of(comparison, document.totals)))
 
 
 # -- rendering ----------------------------------------------------------------------------------------------
@@ -381,14 +397,19 @@ def render_html(document: ReportDocument, comparison: RegressionReport | None = 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("pytest_bineval.outputs", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    style, script = _asset("report.css"), _asset("report.js")
+    style = _asset("report.css") + _asset("labels.css")  # labelling: outputs/labelling_html.py
+    script = _asset("report.js") + _asset("labels.js")
     for text in (style, script):
         if "</" in text:  # would end the inline element early
             raise AssertionError("an inline asset of the HTML report must not contain '</'")
     csp = (f"default-src 'none'; style-src {_csp_hash(style)}; script-src {_csp_hash(script)}; "
            "img-src data:; base-uri 'none'; form-action 'none'")
+    from .terminal import flip_note
+    from .verdict import suite_text
+
     return env.get_template("report.html.j2").render(
-        view=view, doc=document, totals=document.totals, style=Markup(style), script=Markup(script), csp=csp)
+        view=view, doc=document, totals=document.totals, style=Markup(style), script=Markup(script), csp=csp,
+        labelling=LabellingView.of(document), flip_note=flip_note, suite_text=suite_text)
 
 
 def write_html(path: str | os.PathLike[str], document: ReportDocument,

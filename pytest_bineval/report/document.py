@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._version import __version__
+from ..calibrate import Calibration
 from ..errors import UsageError
 from ..files import write_text_atomic
 from ..gate_stats import DEFAULT_ALPHA
@@ -88,6 +89,14 @@ class Totals(BaseModel):
     new_judge_errors: int = Field(default=0, description="vs the baseline: answers that became judge errors")
     score_drops: int = Field(default=0, description="vs the baseline: dimension scores down by more than the "
                                                     "tolerance")
+    regressed_cases: int = Field(default=0, description="vs the baseline: evaluations with a confirmed regression")
+    confirmed_flips: int = Field(default=0, description="vs the baseline: yes -> no flips confirmed by re-asking (or "
+                                                        "decided by a code check)")
+    noise_flips: int = Field(default=0, description="vs the baseline: yes -> no flips that re-asking did not keep, or "
+                                                    "whose judge input had not changed")
+    unsettled_flips: int = Field(default=0, description="vs the baseline: yes -> no flips that could not be confirmed "
+                                                        "(no judge, a cut text) or got a judge error on re-asking")
+    regressed_dimensions: int = Field(default=0, description="vs the baseline: dimensions regressed across the suite")
 
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0,
@@ -133,7 +142,11 @@ class Totals(BaseModel):
         """The totals of a comparison with a baseline (regressions, fixes, ...)."""
         return {"regressions": len(diff.changes("regression")), "unstable_flips": len(diff.changes("unstable flip")),
                 "fixes": len(diff.changes("fix")), "new_judge_errors": len(diff.changes("judge error")),
-                "score_drops": len(diff.score_drops())}
+                "score_drops": len(diff.score_drops()), "regressed_cases": len(diff.regressed_cases()),
+                "confirmed_flips": len(diff.flips("confirmed", "code check")),
+                "noise_flips": len(diff.flips("unstable", "same input")),
+                "unsettled_flips": len(diff.flips("unconfirmed", "error", "pending")),
+                "regressed_dimensions": len(diff.regressed_dimensions())}
 
 
 
@@ -236,6 +249,9 @@ class ReportDocument(BaseModel):
                                   "pin entry created, rewritten, listed (a test added) or kept because edited by hand")
     confirmation: ConfirmationSummary | None = Field(
         default=None, description="--bineval-confirm: what it re-asked and cost (its requests are in the totals)")
+    calibration: Calibration | None = Field(
+        default=None, description="--bineval-labels: the run's verdicts against people's labels (agreement, kappa, "
+                                  "TPR, TNR per dimension and question; stale labels; the gate's trust)")
 
     def compared_with(self, diff: RegressionReport) -> ReportDocument:
         """This document holding ``diff`` (this run against a baseline) as its comparison, its totals counting it."""

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +23,7 @@ from ..kinds import GATES as GATES  # re-exported
 from ..kinds import Gate as Gate
 from ..models import (
     Answer,
+    Checklist,
     ConfirmCost,
     Evaluation,
     Question,
@@ -35,8 +37,10 @@ from ..models import (
 )
 from ..redaction import redact, replace_surrogates, secret_values
 from ..repeats import wilson_interval
+from ..sources import NO_SOURCE_DIGEST, Source, SourceArg, heading, read_source
 
 SOURCE_IN_REPORT = 4000  # characters of the source kept in a record
+PARAM_IN_REPORT = 300  # characters of each parameter's repr kept in a record
 OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the digest covers all of it)
 UNSCORED_MESSAGE = 2000  # characters of an unscored test's error message kept in the report
 MESSAGE_IN_REPORT = 4000  # characters of each text of a conversation kept in a record (the digest covers all)
@@ -67,6 +71,14 @@ def _clean_verdict(v: Verdict, secrets: list[str]) -> Verdict:
         "question": clean(v.question, secrets), "explanation": clean(v.explanation, secrets),
         "error": None if v.error is None else clean(v.error, secrets),
     })
+
+
+def _repr(value: object) -> str:
+    """A parameter as the report shows it: its repr (a repr that raises is named so)."""
+    try:
+        return repr(value)
+    except Exception as exc:  # a user's object: its repr is its own code
+        return f"<{type(value).__name__}: repr failed: {type(exc).__name__}>"
 
 
 def excerpt(text: str | None, limit: int) -> str | None:
@@ -101,6 +113,62 @@ class Location(BaseModel):
     line: int
 
 
+class SourceDocument(BaseModel):
+    """One document of a source given as a list of documents (``source=[...]``), as a record keeps it: where the
+    judge read it, its id and title (redacted, one line) and the digest of its text."""
+
+    number: int = Field(description="its position in the list, from 1: the judge read it as [number]")
+    id: str | None = None
+    title: str | None = None
+    digest: str = Field(description="digest of its text")
+    chars: int = Field(default=0, description="length of its text")
+
+    @property
+    def heading(self) -> str:
+        """``[2] Refund policy (id: kb-7)``, as the judge read it."""
+        return heading(self.number, self.id, self.title)
+
+    @classmethod
+    def of(cls, source: Source | None, secrets: list[str]) -> list[SourceDocument] | None:
+        if source is None or source.documents is None:
+            return None
+        return [cls(number=n, id=None if d.id is None else clean(d.id, secrets),
+                    title=None if d.title is None else clean(d.title, secrets), digest=d.digest, chars=len(d.text))
+                for n, d in enumerate(source.documents, 1)]
+
+
+class RecordRequest(Protocol):
+    """What an evaluation's record keeps of what was asked: the output and its source, where the call is, the
+    generator prompt the test names, what each threshold is compared with and the kind of score.
+    :class:`~pytest_bineval.assertions.AssertionRequest` is one; :class:`Asked` is the plain one (an evaluation
+    made outside an assertion: a benchmark's, a test's)."""
+
+    @property
+    def output(self) -> str | Conversation: ...
+    @property
+    def source(self) -> SourceArg: ...
+    @property
+    def location(self) -> Location | None: ...
+    @property
+    def prompt(self) -> str | None: ...
+    @property
+    def gate(self) -> Gate: ...
+    @property
+    def score_kind(self) -> ScoreKind: ...
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A plain :class:`RecordRequest`."""
+
+    output: str | Conversation = ""
+    source: SourceArg = None
+    location: Location | None = None
+    prompt: str | None = None
+    gate: Gate = "mean"
+    score_kind: ScoreKind = "share"
+
+
 class EvaluationRecord(BaseModel):
     """One evaluation made by ``assert_passes`` (or the ``bineval`` fixture) during a test."""
 
@@ -121,9 +189,17 @@ class EvaluationRecord(BaseModel):
     verdicts: list[Verdict] = Field(default_factory=list)
     output: str = Field(default="", description=f"the output under test (first {OUTPUT_IN_REPORT} characters)")
     output_digest: str = ""
-    source: str | None = Field(default=None, description=f"the source (first {SOURCE_IN_REPORT} characters)")
+    source: str | None = Field(default=None, description=f"the source as the judge read it (first {SOURCE_IN_REPORT} "
+                               "characters; documents numbered and delimited)")
+    source_digest: str | None = Field(default=None, description="digest of the whole source: of its text, or of its "
+                                      f"documents' ids, titles and texts in order; '{NO_SOURCE_DIGEST}' when no source "
+                                      "was given; absent in older reports (unknown, never unchanged)")
+    documents: list[SourceDocument] | None = Field(default=None, description="the source's documents, when source= "
+                                                   "was a list of documents (None: one text, or no source)")
     usage: Usage = Field(default_factory=Usage)
     location: Location | None = None
+    params: dict[str, str] = Field(default_factory=dict, description="the test's parameters (pytest's "
+                                   f"parametrize values): name -> repr, at most {PARAM_IN_REPORT} characters each")
     repeats: int = Field(default=1, description="how many times each question was asked (--bineval-repeats)")
     gate: Gate = Field(default="mean", description="what each threshold was compared with: the score (mean) or "
                                                    "the lower end of its 95% Wilson interval (lower-bound)")
@@ -138,15 +214,20 @@ class EvaluationRecord(BaseModel):
                                   "(the first step that went wrong)")
 
     @classmethod
-    def build(cls, *, test: str, evaluation: Evaluation, thresholds: dict[str, float], questions: Sequence[Question],
-              checklist_status: ChecklistStatus, checklist_model: str = "", prompt_version: str = "",
-              output: str | Conversation = "", source: str | None = None, prompt: str | None = None, index: int = 0,
-              location: Location | None = None, gate: Gate = "mean", score_kind: ScoreKind = "share",
-              strategy: Strategy = "bineval") -> EvaluationRecord:
-        """The record of ``evaluation`` judged against ``thresholds`` (its outcome is computed here); the
-        scores are shares of yes, or with ``score_kind="points"`` points-weighted (:func:`points_score`, which
-        has no interval: the ``lower-bound`` gate needs shares). Every text in it passes the redaction step (and
-        lone surrogates are replaced): records are what leaves the process."""
+    def build(cls, request: RecordRequest, evaluation: Evaluation, checklist: Checklist | Sequence[Question], *,
+              thresholds: dict[str, float], status: ChecklistStatus, test: str = "",
+              index: int = 0, params: Mapping[str, object] | None = None) -> EvaluationRecord:
+        """The record of ``evaluation`` of what ``request`` asked (its output, source, call, gate and score kind),
+        judged with ``checklist`` (or just its questions) against ``thresholds`` (its outcome is computed here);
+        ``test``: the pytest node id, ``index``: which evaluation of the test it is, ``params``: the test's
+        parametrize values. The scores are shares of yes, or
+        with the request's ``score_kind="points"`` points-weighted (:func:`points_score`, which has no interval: the
+        ``lower-bound`` gate needs shares). Every text in it passes the redaction step (and lone surrogates are
+        replaced): records are what leaves the process."""
+        made = checklist if isinstance(checklist, Checklist) else None
+        questions = checklist.questions if isinstance(checklist, Checklist) else list(checklist)
+        score_kind, gate, output, source = request.score_kind, request.gate, request.output, request.source
+
         def score_of(verdicts: Sequence[Verdict]) -> float | None:
             return points_score(verdicts, questions) if score_kind == "points" else share_of_yes(verdicts)
 
@@ -167,7 +248,8 @@ class EvaluationRecord(BaseModel):
             else "passed" if all(d.outcome == "passed" for d in dims) else "failed"
         )
         secrets = secret_values()
-        kept_source = excerpt(source, SOURCE_IN_REPORT)
+        src = read_source(source)  # a list of documents: rendered as the judge read it, and each one's digest
+        kept_source = excerpt(None if src is None else src.text, SOURCE_IN_REPORT)
         messages: list[dict[str, Any]] | None = None
         digest = text_digest(output) if isinstance(output, str) else output.digest()
         if isinstance(output, Conversation):
@@ -175,14 +257,19 @@ class EvaluationRecord(BaseModel):
             output = output.transcript()
         steps = [v.step for v in evaluation.verdicts if v.dimension in thresholds and v.answer == "no"]
         return cls(
-            test=test, index=index, task=clean(evaluation.task, secrets), prompt=prompt, model=evaluation.model,
-            checklist_model=checklist_model, checklist_status=checklist_status, prompt_version=prompt_version,
+            test=test, index=index, task=clean(evaluation.task, secrets), prompt=request.prompt,
+            model=evaluation.model, checklist_model=made.model if made else "", checklist_status=status,
+            prompt_version=made.prompt_version if made else "",
             dimensions=dims, overall=score_of(evaluation.verdicts), outcome=overall, questions=list(questions),
             verdicts=[_clean_verdict(v, secrets) for v in evaluation.verdicts],
             output=clean(excerpt(output, OUTPUT_IN_REPORT) or "", secrets), output_digest=digest,
             source=None if kept_source is None else clean(kept_source, secrets), usage=evaluation.usage,
-            location=location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
-            gate=gate, score_kind=score_kind, strategy=strategy, conversation=messages,
+            source_digest=NO_SOURCE_DIGEST if src is None else src.digest, documents=SourceDocument.of(src, secrets),
+            location=request.location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
+            gate=gate, score_kind=score_kind, strategy=made.strategy if made else "bineval",
+            params={str(k): clean(excerpt(_repr(v), PARAM_IN_REPORT) or "", secrets)
+                    for k, v in (params or {}).items()},
+            conversation=messages,
             first_failing_turn=min((s for s in steps if s is not None), default=None) if messages else None,
         )
 

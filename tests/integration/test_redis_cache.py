@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from support import generate_and_judge
 
-from pytest_bineval import Checklist, Engine, Question, Settings, evaluate
+from pytest_bineval import BinevalCacheWarning, Checklist, Engine, Question, Settings, evaluate
 from pytest_bineval.errors import UsageError
-from pytest_bineval.llm.cache import BinevalCacheWarning, Signing
+from pytest_bineval.llm.cache import Signing
 from pytest_bineval.llm.redis_cache import RedisCache, display_url
 from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing import ScriptedModel

@@ -18,15 +18,27 @@ pytest_plugins = ["pytester"]
 XDIST = ["-p", "xdist", "-n", "2"]
 MODES = [pytest.param([], id="in-process"), pytest.param(XDIST, id="xdist")]
 
-# The judge says no to "Is the reply polite?" about the turns listed in rude.txt (none when it is missing).
+# The judge says no to "Is the reply polite?" about the turns listed in rude.txt (none when it is missing), and
+# about a turn whose reply is "Whatever." (what the assistant says at turn 7 when curt.txt exists). Every ask of a
+# turn is logged (asked.jsonl: the turn named, the turns the judge read, the last one's reply): the gate's re-asks
+# too, made by the process that compares (the pytest-xdist controller).
 RULE = '''
-import pathlib, re
+import json, pathlib, re
+
+HERE = pathlib.Path(__file__).parent
 
 def answer(req):
-    path = pathlib.Path(__file__).parent / "rude.txt"
+    path = HERE / "rude.txt"
     rude = path.read_text().split() if path.exists() else []
     turn = re.search(r"\\(Answer about turn (\\d+),", req.user)
-    if req.question == "Is the reply polite?" and turn and turn.group(1) in rude:
+    if turn:
+        turns = re.findall(r'<turn n="(\\d+)"', req.output)
+        last = req.output.rsplit('<turn n=', 1)[-1]
+        with open(HERE / "asked.jsonl", "a") as log:
+            log.write(json.dumps({"turn": int(turn.group(1)), "read": [int(t) for t in turns],
+                                  "whatever": "Whatever." in last}) + "\\n")
+    if req.question == "Is the reply polite?" and turn and (turn.group(1) in rude or (
+            turn.group(1) == "7" and "Whatever." in req.output)):
         return "no"
     return "yes"
 '''
@@ -60,7 +72,7 @@ def chat(extra_turns=0):
         {"role": "tool", "tool_call_id": "call_1", "content": '{"status": "shipped"}'},
         {"role": "assistant", "content": "It shipped <script>alert(1)</script> yesterday."},
         {"role": "user", "content": "Thanks!"},
-        {"role": "assistant", "content": "You're welcome!"},
+        {"role": "assistant", "content": "Whatever." if (HERE / "curt.txt").exists() else "You're welcome!"},
     ]
     for i in range(extra_turns // 2):
         messages += [{"role": "user", "content": f"One more thing ({i})."}, {"role": "assistant", "content": "Sure."}]
@@ -135,22 +147,51 @@ def test_a_per_turn_failure_names_its_turn_in_every_output(pytester: pytest.Pyte
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
+def asked(pytester: pytest.Pytester) -> list[dict[str, object]]:
+    path = pytester.path / "asked.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 @pytest.mark.parametrize("xdist", MODES)
 def test_a_baseline_comparison_over_conversations(pytester: pytest.Pytester, xdist: list[str]) -> None:
     project(pytester)
     run(pytester, xdist, "--bineval-report=base.json").assert_outcomes(passed=4)
+    # the same conversations, a judge that now says no about turn 7: a flip with the same input is the judge's noise
     (pytester.path / "rude.txt").write_text("7")
     result = run(pytester, xdist, "--bineval-baseline=base.json", "--bineval-report=now.json",
                  "--bineval-pr-comment=comment.md")
     result.assert_outcomes(passed=2, failed=2)
-    result.stdout.fnmatch_lines(["REGRESSION test_chat.py::test_support_chat[[]books] [[]tone] turn 7 (assistant): Is "
-                                 "the reply polite?: yes -> no (same output)"])
+    result.stdout.fnmatch_lines(["UNSTABLE FLIP test_chat.py::test_support_chat[[]books] [[]tone] turn 7 (assistant): "
+                                 "Is the reply polite?: yes -> no (same output and source; *"])
     now = ReportDocument.load(pytester.path / "now.json")
     assert now.regressions is not None
     changes = [c for d in now.regressions.compared for c in d.changes]
     assert {(c.kind, c.turn) for c in changes} == {("regression", 7)} and len(changes) == 2
+    assert all(c.flip is not None and c.flip.status == "same input" for c in changes)
     assert sum(d.unchanged for d in now.regressions.compared) == 2 * 5 + 2 + 2  # the other turns, the checks
+    (tone,) = [s for s in now.regressions.suite if s.name == "tone"]
+    assert (tone.evaluations, tone.questions) == (2, 8)  # a conversation is one cluster: its 4 verdicts count once
+    # the assistant turns curtly at turn 7: the gate re-asks turn 7's question of both conversations up to turn 7
     (pytester.path / "rude.txt").unlink()
+    (pytester.path / "curt.txt").write_text("")
+    (pytester.path / "asked.jsonl").unlink()
+    result = run(pytester, xdist, "--bineval-baseline=base.json", "--bineval-report=now.json",
+                 "--bineval-fail-on-regression")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([
+        "REGRESSED test_chat.py::test_support_chat[[]books] (shop='books'): output changed",
+        "  [[]tone] turn 7 (assistant): Is the reply polite?: yes -> no (confirmed; re-asked: now no no no*; "
+        "baseline yes yes yes*)",
+    ])
+    now = ReportDocument.load(pytester.path / "now.json")
+    assert now.regressions is not None and len(now.regressions.regressed_cases()) == 2
+    assert now.regressions.confirmation is not None and now.regressions.confirmation.reasks > 0
+    about_7 = [a for a in asked(pytester) if a["turn"] == 7]
+    first_asks = 2  # one per test (the explanation of a no names no turn again)
+    assert len(about_7) == first_asks + now.regressions.confirmation.reasks
+    assert all(a["read"] == list(range(1, 8)) for a in about_7)  # the conversation up to and including turn 7
+    assert sum(bool(a["whatever"]) for a in about_7) == first_asks + now.regressions.confirmation.reasks // 2
+    (pytester.path / "curt.txt").unlink()
     (pytester.path / "extra.txt").write_text("2")
     result = run(pytester, xdist, "--bineval-baseline=base.json", "--bineval-pr-comment=comment.md")
     result.assert_outcomes(passed=4)

@@ -13,7 +13,7 @@ from support import make_project, report_of
 from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Question, Usage, Verdict
 from pytest_bineval.report.document import ReportDocument, ReportSettings, Totals
-from pytest_bineval.report.record import EvaluationRecord, JudgedBy
+from pytest_bineval.report.record import Asked, EvaluationRecord, JudgedBy
 
 # Two tasks (no checklist shared by the shards: each shard generates its own), a failing evaluation, a parametrized
 # test split across the shards by -k, and a test that errors before any evaluation (unscored).
@@ -127,8 +127,7 @@ def _record(test: str, answer: str = "yes") -> EvaluationRecord:
     verdict = Verdict(question_id=q.id, dimension="fluency", question=q.text, answer=answer,  # type: ignore[arg-type]
                       explanation=f"scripted {answer}")
     ev = Evaluation(task="T", model="m", dimensions=["fluency"], verdicts=[verdict])
-    return EvaluationRecord.build(test=test, evaluation=ev, thresholds={"fluency": 0.5}, questions=[q],
-                                  checklist_status="pinned")
+    return EvaluationRecord.build(Asked(), ev, [q], thresholds={"fluency": 0.5}, status="pinned", test=test)
 
 
 def _shard(path: Path, *records: EvaluationRecord, model: str = "m", prompt_version: str = "7", stream: str = "auto",
@@ -239,10 +238,12 @@ def test_merged_report_gates_and_writes_the_summary_and_the_pr_comment(
     assert f"bineval report: failed: {named}" in err
     assert "(bineval report --fail-on-regression=any)" in summary.read_text(encoding="utf-8").split(
         "**Session failed**")[1]
-    assert comment.read_text(encoding="utf-8").startswith(f"## bineval: **{gate} {base}**")
+    body = comment.read_text(encoding="utf-8")
+    assert body.startswith("## bineval: no confirmed regression (1 flip of the judge's noise) · ")  # the outcome
+    assert f"**The gate failed**: {gate} " in body  # and what =any fails on
     # the same comparison without the gate: exit 0; and a gate with nothing to compare with is a usage error
     assert main(["report", merged, "--baseline", base, "--github", "off"]) == 0
-    # the bare gate acts on significant regressions only: one flip of one question is within noise
+    # the bare gate acts on confirmed regressions: a flip of the same output is the judge's noise
     assert main(["report", merged, "--baseline", base, "--fail-on-regression", "--github", "off"]) == 0
     with pytest.raises(SystemExit) as exit_:
         main(["report", merged, "--baseline", base, "--fail-on-regression", "--alpha", "2"])

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from pytest_bineval import GeneratedCheckWarning
 from pytest_bineval.api import evaluate, generate_checklist
-from pytest_bineval.checklist import GeneratedCheckWarning, catalogue_summary, questions_schema
+from pytest_bineval.checklist import catalogue_summary, questions_schema
 from pytest_bineval.checks import KINDS
 from pytest_bineval.testing import ScriptedModel
 from pytest_bineval.testing.scripted import Request

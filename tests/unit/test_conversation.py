@@ -23,8 +23,8 @@ from pytest_bineval import (
 from pytest_bineval.conversation import as_output, asked_turns
 from pytest_bineval.judge import cache_points, judge_messages
 from pytest_bineval.models import Evaluation, Question, Verdict
-from pytest_bineval.report.record import EvaluationRecord
-from pytest_bineval.session import reset_current, set_current
+from pytest_bineval.report.record import Asked, EvaluationRecord
+from pytest_bineval.scope import reset_current, set_current
 from pytest_bineval.testing import ScriptedModel
 from pytest_bineval.testing.scripted import Request
 
@@ -326,8 +326,8 @@ def test_the_record_keeps_the_conversation_and_its_first_failing_turn() -> None:
         Verdict(question_id="q3", dimension="other", question="?", answer="no", turn=3),  # not checked
     ]
     ev = Evaluation(task="t", model="m", dimensions=["tone", "tools"], verdicts=verdicts)
-    record = EvaluationRecord.build(test="t", evaluation=ev, thresholds={"tone": 0.5, "tools": 0.5}, questions=[],
-                                    checklist_status="explicit", output=Conversation(SUPPORT))
+    record = EvaluationRecord.build(Asked(output=Conversation(SUPPORT)), ev, [], thresholds={"tone": 0.5, "tools": 0.5},
+                                    status="explicit", test="t")
     assert record.first_failing_turn == 5 and record.turn_label(5) == "turn 5 (assistant)"
     assert record.conversation == Conversation(SUPPORT).to_openai()
     assert record.output.startswith("turn 1 (system): You are the support assistant")
@@ -337,8 +337,8 @@ def test_the_record_keeps_the_conversation_and_its_first_failing_turn() -> None:
     assert json.loads(Verdict(question_id="q", dimension="d", question="?", answer="yes").model_dump_json()).keys() \
         == {"question_id", "dimension", "question", "answer", "explanation", "p_yes", "error", "cached", "repeats",
             "agreement", "explain"}  # a text's verdicts serialize as before
-    text = EvaluationRecord.build(test="t", evaluation=ev, thresholds={"tone": 0.5}, questions=[],
-                                  checklist_status="explicit", output="a text")
+    text = EvaluationRecord.build(Asked(output="a text"), ev, [], thresholds={"tone": 0.5}, status="explicit",
+                                  test="t")
     assert text.conversation is None and text.first_failing_turn is None
 
 
@@ -360,15 +360,16 @@ def test_repeats_and_confirmation_keep_each_turn_apart(fake: ScriptedModel) -> N
 
 # -- against a baseline -----------------------------------------------------------------------------------------
 
-def _record(messages: list[dict[str, Any]], no: Collection[int] = ()) -> EvaluationRecord:
+def _record(messages: list[dict[str, Any]], no: Collection[int] = (), *, test: str = "tests/test_chat.py::test_chat",
+            source: Any = None) -> EvaluationRecord:
     conversation = Conversation(messages)
     verdicts = [Verdict(question_id="tone-1", dimension="tone", question="Is the reply polite?", turn=t,
                         answer="no" if t in no else "yes") for t in conversation.assistant_turns]
     verdicts.append(Verdict(question_id="tone-2", dimension="tone", question="Does the conversation end well?",
                             answer="yes"))
     ev = Evaluation(task="t", model="m", dimensions=["tone"], verdicts=verdicts)
-    return EvaluationRecord.build(test="tests/test_chat.py::test_chat", evaluation=ev, thresholds={"tone": 0.5},
-                                  questions=[], checklist_status="pinned", output=conversation)
+    return EvaluationRecord.build(Asked(output=conversation, source=source), ev, [], thresholds={"tone": 0.5},
+                                  status="pinned", test=test)
 
 
 def test_per_turn_verdicts_match_across_runs_by_turn_and_question() -> None:
@@ -379,8 +380,9 @@ def test_per_turn_verdicts_match_across_runs_by_turn_and_question() -> None:
     (change,) = diff.changes
     assert (change.kind, change.turn, change.asked) == ("regression", 7, "turn 7 (assistant): Is the reply polite?")
     assert diff.unchanged == 4 and diff.turns_changed is None and not diff.output_changed
-    (score,) = diff.scores
-    assert score.stat_test == "mcnemar" and score.p_value == 1.0  # one evaluation's 5 pairs: 1 of them flipped
+    assert change.flip is not None and change.flip.status == "same input"  # same conversation: the judge's noise
+    (suite,) = report.suite  # one conversation is one evaluation, one cluster: its 5 verdicts count once
+    assert (suite.evaluations, suite.questions) == (1, 5) and suite.change == pytest.approx(-1 / 5)
 
 
 def test_a_conversation_that_gained_or_lost_turns_says_so() -> None:
@@ -396,9 +398,9 @@ def test_a_conversation_that_gained_or_lost_turns_says_so() -> None:
     assert lost.turns_changed == ("the conversation lost turns: 7 now, 11 in the baseline; turns 8-11 are gone, "
                                   "their verdicts are not compared")
     assert [(q.id, q.turn) for q in lost.questions_removed] == [("tone-1", 9), ("tone-1", 11)]
-    text = EvaluationRecord.build(test="tests/test_chat.py::test_chat", evaluation=Evaluation(
-        task="t", model="m", dimensions=["tone"], verdicts=[]), thresholds={"tone": 0.5}, questions=[],
-        checklist_status="pinned", output="a text")
+    text = EvaluationRecord.build(Asked(output="a text"), Evaluation(task="t", model="m", dimensions=["tone"],
+                                  verdicts=[]), [], thresholds={"tone": 0.5}, status="pinned",
+                                  test="tests/test_chat.py::test_chat")
     (became,) = diff_runs([text], [_record(SUPPORT)]).compared
     assert became.turns_changed == ("the output is a conversation of 9 turns, the baseline's was a text: its turns' "
                                     "verdicts are not compared")

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval import Checklist, Question, evaluate
+from pytest_bineval import BinevalEncodingWarning, Checklist, Question, evaluate
 from pytest_bineval.llm import parsing
-from pytest_bineval.llm.client import BinevalEncodingWarning
 from pytest_bineval.llm.parsing import MAX_JSON_DEPTH, MAX_REPLY_CHARS, clean_reply, parse_json_object, reply_parts
 from pytest_bineval.testing import ScriptedModel
 
