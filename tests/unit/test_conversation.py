@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Iterator
+from fractions import Fraction as F
 from pathlib import Path
 from typing import Any
 
@@ -361,13 +362,13 @@ def test_repeats_and_confirmation_keep_each_turn_apart(fake: ScriptedModel) -> N
 # -- against a baseline -----------------------------------------------------------------------------------------
 
 def _record(messages: list[dict[str, Any]], no: Collection[int] = (), *, test: str = "tests/test_chat.py::test_chat",
-            source: Any = None) -> EvaluationRecord:
+            source: Any = None, model: str = "m") -> EvaluationRecord:
     conversation = Conversation(messages)
     verdicts = [Verdict(question_id="tone-1", dimension="tone", question="Is the reply polite?", turn=t,
                         answer="no" if t in no else "yes") for t in conversation.assistant_turns]
     verdicts.append(Verdict(question_id="tone-2", dimension="tone", question="Does the conversation end well?",
                             answer="yes"))
-    ev = Evaluation(task="t", model="m", dimensions=["tone"], verdicts=verdicts)
+    ev = Evaluation(task="t", model=model, dimensions=["tone"], verdicts=verdicts)
     return EvaluationRecord.build(Asked(output=conversation, source=source), ev, [], thresholds={"tone": 0.5},
                                   status="pinned", test=test)
 
@@ -404,3 +405,107 @@ def test_a_conversation_that_gained_or_lost_turns_says_so() -> None:
     (became,) = diff_runs([text], [_record(SUPPORT)]).compared
     assert became.turns_changed == ("the output is a conversation of 9 turns, the baseline's was a text: its turns' "
                                     "verdicts are not compared")
+
+
+def test_the_suite_statistic_takes_one_conversation_as_one_cluster() -> None:
+    """Three conversations, each with every assistant turn flipped yes -> no: three evaluations, each one change of
+    -1 (p = 1/8 of a one-sided sign-flip test), not twelve independent turns (p = 1/4096)."""
+    from pytest_bineval.gate_stats import sign_flip_test
+    from pytest_bineval.report.comparison import diff_runs
+
+    keys = [f"tests/test_chat.py::test_chat[{i}]" for i in range(3)]
+    before = [_record(SUPPORT, test=k) for k in keys]
+    after = [_record(SUPPORT, no={3, 5, 7, 9}, test=k) for k in keys]
+    (tone,) = diff_runs(before, after).suite
+    assert (tone.evaluations, tone.questions) == (3, 15)  # 4 turns and the whole-conversation question, each
+    assert tone.change == pytest.approx(-4 / 5)
+    assert tone.p_value == pytest.approx(1 / 8) and tone.exact
+    assert sign_flip_test([F(-1)] * 12).p_value == pytest.approx(1 / 4096)  # what twelve clusters would have said
+
+
+# -- the gate's per-case question: a flip re-asked of its turn ----------------------------------------------------
+
+CURT = [*SUPPORT[:6], {"role": "assistant", "content": "Whenever DPD feels like it."}, *SUPPORT[7:]]
+
+
+def _curt_judge(fake: ScriptedModel) -> None:
+    fake.answers = lambda req: ("no" if "(Answer about turn 7," in req.user  # type: ignore[assignment]
+                                and "feels like it" in req.output else "yes")
+
+
+def test_a_flipped_turn_is_re_asked_of_that_turn_with_the_conversation_up_to_it(fake: ScriptedModel) -> None:
+    from pytest_bineval import Engine, Settings
+    from pytest_bineval.engine import run_sync
+    from pytest_bineval.gate import confirm_flips
+    from pytest_bineval.report.comparison import diff_runs
+
+    _curt_judge(fake)
+    documents = [{"id": "kb-7", "title": "Delivery times", "text": "DPD delivers within two working days."}]
+    before = [_record(SUPPORT, model=fake.model, source=documents)]
+    after = [_record(CURT, no={7}, model=fake.model, source=documents)]
+    report = diff_runs(before, after)
+    (diff,) = report.compared
+    (change,) = diff.flips()
+    assert (change.turn, change.flip.status if change.flip else None) == (7, "pending")
+    assert diff.inputs == "output changed"
+    engine = Engine(Settings(model=fake.model, cache="off"))
+    try:
+        run_sync(confirm_flips(report, before, after, engine))
+    finally:
+        engine.close()
+    assert change.flip is not None and change.flip.status == "confirmed"
+    assert change.flip.new == ["no"] * len(change.flip.new) and change.flip.baseline == ["yes"] * len(
+        change.flip.baseline)
+    asks = [r for r in fake.requests if r.kind == "verdict"]
+    assert len(asks) == len(change.flip.new) + len(change.flip.baseline) > 0
+    for r in asks:  # the question of turn 7, the conversation up to and including it, the documents numbered
+        assert "(Answer about turn 7," in r.user and r.question == "Is the reply polite?"
+        assert re.findall(r'<turn n="(\d+)"', r.output) == [str(t) for t in range(1, 8)]
+        assert "Delivery times" in r.user and "DPD delivers within two working days." in r.user
+    assert sum("feels like it" in r.output for r in asks) == len(change.flip.new)
+
+
+def test_a_conversation_the_record_keeps_only_in_part_is_re_asked_from_the_kept_messages(fake: ScriptedModel) -> None:
+    """A message longer than a record keeps: the record's messages are not what the judge read (its digest says
+    so), so the flip is unconfirmed; with this run's messages kept in full (KeptInput) it is re-asked."""
+    from pytest_bineval import Engine, Settings
+    from pytest_bineval.engine import run_sync
+    from pytest_bineval.gate import confirm_flips, keep_input
+    from pytest_bineval.report.comparison import diff_runs
+
+    _curt_judge(fake)
+    long = [*CURT[:6], {"role": "assistant", "content": "Whenever DPD feels like it. " + "x" * 5000}, *CURT[7:]]
+    before = [_record(SUPPORT, model=fake.model)]
+    after = [_record(long, no={7}, model=fake.model)]
+    assert keep_input(before[0], Conversation(SUPPORT), None) is None  # a record that keeps it all keeps no copy
+    kept = keep_input(after[0], Conversation(long), None)
+    assert kept is not None and kept.conversation == Conversation(long).to_openai()
+    engine = Engine(Settings(model=fake.model, cache="off"))
+    try:
+        alone = run_sync(confirm_flips(diff_runs(before, after), before, after, engine))
+        ((_, cut),) = alone.flips()
+        assert cut.flip is not None and cut.flip.status == "unconfirmed"
+        assert cut.flip.reason == ("not re-asked: this run's: the report keeps only part of the output (cut, or "
+                                   "redacted)")
+        assert not fake.requests
+        report = run_sync(confirm_flips(diff_runs(before, after), before, after, engine, {kept.key: kept}))
+    finally:
+        engine.close()
+    ((_, change),) = report.flips()
+    assert change.flip is not None and change.flip.status == "confirmed"
+    assert all(r.output.count("x" * 5000) == 1 for r in fake.requests if "feels like it" in r.output)
+
+
+def test_a_conversation_with_documents_as_its_source(fake: ScriptedModel) -> None:
+    """source= a list of documents beside a conversation: the judge reads them numbered with the turns, the record
+    keeps both (the documents' digests, the messages)."""
+    documents = ["Orders ship within a day.", {"id": "kb-7", "title": "Delivery times", "text": "DPD: two days."}]
+    ev = evaluate(SUPPORT, CHECKLIST, documents, model=fake.model, cache="off")
+    judged = [r for r in fake.requests if r.kind == "verdict"]
+    assert judged and all("Orders ship within a day." in r.user and "Delivery times" in r.user for r in judged)
+    assert {v.turn for v in ev.verdicts if v.question_id == "tone-1"} == {3, 5, 7, 9}
+    record = EvaluationRecord.build(Asked(output=Conversation(SUPPORT), source=documents), ev, CHECKLIST,
+                                    thresholds={"tone": 0.5}, status="explicit", test="t")
+    assert record.documents is not None and [d.id for d in record.documents] == [None, "kb-7"]
+    assert record.conversation == Conversation(SUPPORT).to_openai() and record.source is not None
+    assert "Delivery times" in record.source
