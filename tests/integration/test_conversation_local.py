@@ -12,7 +12,7 @@ from support import SUPPORT_CHAT, SUPPORT_CHECKLIST
 
 from pytest_bineval import DEFAULT_MODEL, Checklist, Conversation, Engine, Settings
 from pytest_bineval.assertions import failure_message
-from pytest_bineval.report.record import EvaluationRecord
+from pytest_bineval.report.record import Asked, EvaluationRecord
 
 pytestmark = pytest.mark.local_model
 
@@ -40,9 +40,8 @@ def test_a_support_chat_with_a_tool_call_on_the_embedded_judge(tmp_path: Path) -
     assert (again.usage.llm_calls, again.usage.cache_hits) == (0, len(judged))
     assert [(v.answer, v.p_yes) for v in again.verdicts] == [(v.answer, v.p_yes) for v in ev.verdicts]
 
-    record = EvaluationRecord.build(test="chat", evaluation=ev, thresholds={"helpfulness": 1.0, "tools": 1.0},
-                                    questions=checklist.questions, checklist_status="explicit",
-                                    output=Conversation(SUPPORT_CHAT))
+    record = EvaluationRecord.build(Asked(output=Conversation(SUPPORT_CHAT)), ev, checklist,
+                                    thresholds={"helpfulness": 1.0, "tools": 1.0}, status="explicit", test="chat")
     assert record.outcome == "failed"
     failing_turns = [v.turn for v in record.failing() if v.turn is not None]
     assert record.first_failing_turn == min(failing_turns) <= 5
