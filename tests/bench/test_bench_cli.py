@@ -498,7 +498,7 @@ def test_a_dataset_added_to_the_registry_is_a_choice_and_runs(judge: ScriptedMod
     assert result["subset"] == {"limit": None, "docs": None, "n_items": 4, "n_groups": 2, "dimensions": ["h"]}
     methods = result["methods"]
     assert {name: entry["status"] for name, entry in methods.items()} == {
-        "bineval": "n/a", "geval": "n/a", "unieval": "ok", "likelihood": "n/a", "overlap": "ok"}
+        "bineval": "n/a", "bineval-turns": "n/a", "geval": "n/a", "unieval": "ok", "likelihood": "n/a", "overlap": "ok"}
     assert methods["unieval"]["cost"]["llm_calls"] == 4
     overlap = methods["overlap"]["variants"]["overlap"]["dimensions"]["h"]["correlation"]
     assert overlap["spearman"] == pytest.approx(1.0) and overlap["n_groups"] == 2
