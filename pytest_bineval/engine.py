@@ -24,6 +24,7 @@ from .llm.client import LLMClient, ModelSettings
 from .llm.local import is_embedded
 from .llm.negotiation import FormatNegotiator
 from .llm.retry import RetryPolicy
+from .llm.seam import RequestSeam
 from .models import Checklist, ConfirmCost, Evaluation, ExplainMode, Usage, Verdict
 from .prompting import Prompt, load_judge_prompt
 from .qworld import QworldConfig, parse_widths
@@ -62,12 +63,15 @@ class Engine:
             cache = reply_cache(self.settings)
         self.cache = cache
         self.ledger = ledger if ledger is not None else RunLedger()
+        if cache is not None:  # a refused (unsigned or forged) entry is counted where the run's usage is
+            cache.on_rejected = lambda: self.ledger.add(RunLedger(cache_rejected=1))
         s = self.settings
         self.budget: Budget | None = None
         if s.budget is not None:
             b = parse_budget(s.budget)
             self.budget = Budget(b.amount, b.unit, workers=max(1, s.budget_workers))
         self.formats = FormatNegotiator()
+        self.batch: RequestSeam | None = None  # --bineval-batch: set by pytest_bineval.batch, given to every client
         self._judge_prompt: Prompt | None = None
         self._similarity: dict[tuple[str, float | None], Similarity | None] = {}  # loaded once (MiniLM: 90 MB)
         if self.settings.judge_prompt is not None:
@@ -128,7 +132,7 @@ class Engine:
             ModelSettings(model=model, temperature=s.temperature, timeout=s.timeout, retries=s.retries,
                           api_base=s.api_base, extra=dict(s.extra), repeat=repeat,
                           replay=s.cache == "replay", stream=s.stream),
-            self.cache, formats=self.formats, deadline=deadline,
+            self.cache, formats=self.formats, deadline=deadline, batch=self.batch,
         )
 
     def assertion_deadline(self) -> float:
