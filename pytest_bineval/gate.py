@@ -37,12 +37,12 @@ from .models import Answer, Question, Usage
 from .report.comparison import (
     EvaluationDiff,
     FlipCheck,
-    FlipConfirmation,
     KeptInput,
     QuestionChange,
     RegressionReport,
 )
 from .report.record import EvaluationRecord, text_digest
+from .report.suite import FlipConfirmation
 from .sources import NO_SOURCE_DIGEST, SourceArg, source_text
 
 if TYPE_CHECKING:

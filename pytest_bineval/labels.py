@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import UsageError
 from .models import Answer, Verdict
-from .report.comparison import similarity
+from .report.matching import similarity
 from .report.record import EvaluationRecord, text_digest
 
 LabelAnswer = Literal["yes", "no"]

@@ -5,7 +5,7 @@ with its reason. Lint reads; it never edits a pin or a question.
   different outputs): it tells those outputs apart in nothing. A generated "Is the article on Fluency?" answered
   yes 0% of the time is one.
 - **duplicate**: two questions of one checklist whose texts are as close as an edit the baseline comparison calls
-  small (:func:`pytest_bineval.report.comparison.similarity` at least
+  small (:func:`pytest_bineval.report.matching.similarity` at least
   :data:`~pytest_bineval.report.comparison.EDIT_SIMILARITY`) and that share at least half of their content words
   (:data:`DUPLICATE_CONTENT`): one counts the same property twice.
 - **vague**: a question that names no property to check: once the words every question shares ("Does the
@@ -33,7 +33,7 @@ from .errors import PinError, UsageError
 from .labels import question_digest
 from .models import Question
 from .pins import PIN_DIR, PinFile
-from .report.comparison import EDIT_SIMILARITY, similarity
+from .report.matching import EDIT_SIMILARITY, similarity
 from .report.record import EvaluationRecord
 from .similarity import Lexical, content_words
 

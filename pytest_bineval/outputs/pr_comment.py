@@ -28,9 +28,10 @@ from .bounded import Section, fit
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..report.comparison import EvaluationDiff, QuestionChange, RegressionReport, SuiteDimension
+    from ..report.comparison import EvaluationDiff, QuestionChange, RegressionReport
     from ..report.document import ReportDocument
     from ..report.record import SourceDocument
+    from ..report.suite import SuiteDimension
 
 ROWS = 30  # rows per table
 LIMIT = 60_000  # characters of the body at most: a GitHub comment holds 65,536 (the margin: a bot's own header)
@@ -126,7 +127,7 @@ def _case(d: EvaluationDiff) -> list[Section]:
 
 
 def _suite(diff: RegressionReport) -> list[str]:
-    from ..report.comparison import p_text
+    from ..report.suite import p_text
 
     def drop(s: SuiteDimension) -> str:
         if s.verdict == "regressed":

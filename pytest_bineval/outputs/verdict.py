@@ -9,11 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..report.comparison import names, p_text
+from ..report.comparison import names
+from ..report.suite import p_text
 
 if TYPE_CHECKING:
-    from ..report.comparison import RegressionReport, SuiteDimension
+    from ..report.comparison import RegressionReport
     from ..report.document import ReportDocument, Totals
+    from ..report.suite import SuiteDimension
 
 
 @dataclass(frozen=True)

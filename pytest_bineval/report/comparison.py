@@ -5,7 +5,7 @@ page's view of a comparison.
 Evaluations are matched by :attr:`EvaluationRecord.key` (test id and index of the evaluation in the test),
 questions within a matched pair by meaning, always within one dimension: first the same id with the same
 normalized text (whitespace collapsed, case folded), then the same text under another id (the checklist was
-renumbered), then the same id with a *small edit* of the text: a :func:`similarity` of at least
+renumbered), then the same id with a *small edit* of the text: a :func:`~.matching.similarity` of at least
 :data:`EDIT_SIMILARITY` (0.8). Answers that changed on a slightly edited question are shown apart and kept out
 of the gate. An id whose text differs more is a *replaced* question: removed and added, never compared, so never
 a regression or a fix. What is left over was asked in one run only and is listed as added or removed.
@@ -17,33 +17,29 @@ All the verdicts of one evaluation, every turn's, stay that evaluation's: the su
 as one unit (one paired score change per dimension), so a long conversation does not count as many independent
 cases.
 
-The gate's two questions (docs/regression-suites.md, "Statistics"): *did the suite get worse?* -- each dimension
-over every compared evaluation (:func:`suite_dimensions`, :mod:`pytest_bineval.gate_stats`) on the questions matched
-by text (the slightly edited ones are left out); and *did this case get worse?* -- each question that flipped from
-yes to no carries a :class:`FlipCheck`: set here when the comparison alone decides it (the judge's input did not
-change: noise; a code check: no noise), else *pending* until :mod:`pytest_bineval.gate` re-asks the judge.
-
-What judged each run (:class:`~pytest_bineval.report.record.JudgedBy`: judge model, judge prompt, prompts version,
-checklists) is compared too: :func:`judge_differences` says how they differ, and every output says it first, as
-an answer that changed with the judge is no news about the output.
+The gate's two questions (docs/regression-suites.md, "Statistics"): *did the suite get worse?* (:mod:`.suite`, on
+the questions matched by text) and *did this case get worse?*: each yes -> no flip carries a :class:`FlipCheck`, set
+here when the comparison alone decides it (the judge's input did not change: noise; a code check: no noise), else
+*pending* until :mod:`pytest_bineval.gate` re-asks the judge. What judged each run is compared too
+(:func:`~.record.judge_differences`): every output says it first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from ..conversation import turn_label
-from ..gate_stats import DEFAULT_ALPHA, MEANINGFUL_DROP, SuiteVerdictKind, suite_verdicts
-from ..gate_stats import Pair as RatePair
+from ..gate_stats import DEFAULT_ALPHA
 from ..kinds import FailOn
 from ..models import Answer, Verdict
-from .record import EvaluationRecord, JudgedBy, Location, Outcome
+from .matching import match_questions, same_text
+from .record import EvaluationRecord, JudgedBy, Location, Outcome, judge_differences, same_judging
 from .source_change import SourceChange, diff_sources
+from .suite import FlipConfirmation, SuiteDimension, p_text, rate_pairs, suite_dimensions
 
 ChangeKind = Literal["regression", "unstable flip", "fix", "judge error", "recovered"]
 CHANGE_KINDS: tuple[ChangeKind, ...] = ("regression", "unstable flip", "judge error", "fix", "recovered")
@@ -192,44 +188,6 @@ class EvaluationDiff(BaseModel):
         return (f"the conversation lost turns: {now} now, {was} in the baseline; {span} gone, "
                 f"{'its' if one else 'their'} verdicts are not compared")
 
-class SuiteDimension(BaseModel):
-    """The suite-level answer for one dimension (:func:`pytest_bineval.gate_stats.suite_verdicts`): did its mean
-    score over the compared evaluations fall beyond the judge's noise?"""
-
-    name: str
-    verdict: SuiteVerdictKind
-    evaluations: int = Field(description="compared evaluations with a question of the dimension answered in both runs")
-    questions: int = Field(description="such questions, over those evaluations")
-    before: float | None = Field(default=None, description="mean score on those questions in the baseline")
-    after: float | None = Field(default=None, description="and now")
-    change: float = Field(description="mean of the evaluations' paired changes (after - before)")
-    p_value: float = Field(description="one-sided sign-flip test over the evaluations")
-    p_adjusted: float = Field(description="Holm across the dimensions, x2 (the gate's two questions): vs alpha")
-    exact: bool = Field(default=True, description="exact enumeration (else seeded Monte Carlo)")
-    detectable: float | None = Field(default=None, description="not regressed: the smallest drop detected with 80% "
-                                     "power at detectable_at (None: none the scores leave room for)")
-    detectable_at: float = Field(default=0.0, description="the level the detectable drop is computed at")
-    meaningful: float = Field(default=MEANINGFUL_DROP, description="uninformative when the detectable drop is larger")
-
-
-class FlipConfirmation(BaseModel):
-    """How the run's flips were confirmed (:mod:`pytest_bineval.flips`) and what it cost."""
-
-    flips: int = Field(description="flips examined by re-asking (F)")
-    asks: int = Field(description="k: fresh asks of each output per flip, at most")
-    tolerance: int = Field(description="j: answers against the flip allowed per side")
-    level: float = Field(description="each flip's level: alpha / 2 / F")
-    bound: float = Field(description="the largest chance that a flip of noise is confirmed: at most level")
-    reasks: int = Field(default=0, description="fresh asks made (cache hits included)")
-    requests: int = Field(default=0, description="requests they sent (cache hits not counted), failed ones included")
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = 0.0
-    engine: bool = Field(default=True, description="a judge was there to re-ask (False: bineval report without "
-                         "--confirm-flips: every examined flip is unconfirmed)")
-
-
 class KeptInput(BaseModel):
     """The full output and source of one of this run's evaluations whose record keeps less (cut or redacted):
     what re-asking a flip needs (:mod:`pytest_bineval.gate`), kept in memory and sent by pytest-xdist workers in
@@ -358,56 +316,6 @@ def names(keys: Sequence[str], most: int = 5) -> str:
     return shown + (f" and {len(keys) - most} more" if len(keys) > most else "")
 
 
-def p_text(p: float) -> str:
-    """A p-value as text: ``0.031``, ``< 0.001``."""
-    return f"{p:.2g}" if p >= 0.001 else "< 0.001"
-
-
-Pair = tuple[Verdict, Verdict]
-
-
-EDIT_SIMILARITY = 0.8  # difflib ratio of two normalized texts at or above which an edit is small
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
-def similarity(a: str, b: str) -> float:
-    """``difflib.SequenceMatcher`` ratio of the normalized texts: 1.0 the same, 0.0 nothing in common."""
-    return SequenceMatcher(None, _norm(a), _norm(b), autojunk=False).ratio()
-
-
-def match_questions(before: Sequence[Verdict], after: Sequence[Verdict]) -> tuple[list[Pair], int, int,
-                                                                                   list[Verdict], list[Verdict]]:
-    """(pairs (before, after), matched by text only, matched by id after a small edit, added, removed)."""
-    old = list(before)
-    new = list(after)
-    pairs: list[Pair] = []
-    counts = {"text": 0, "id": 0}
-
-    def take(how: str, same: Callable[[Verdict, Verdict], bool]) -> None:
-        nonlocal new
-        left: list[Verdict] = []
-        for a in new:
-            found = next((b for b in old if same(b, a)), None)
-            if found is None:
-                left.append(a)
-                continue
-            old.remove(found)
-            pairs.append((found, a))
-            if how in counts:
-                counts[how] += 1
-        new = left
-
-    take("exact", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension and b.turn == a.turn
-                                and _norm(b.question) == _norm(a.question)))
-    take("text", lambda b, a: (b.dimension == a.dimension and b.turn == a.turn
-                               and _norm(b.question) == _norm(a.question)))
-    take("id", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension and b.turn == a.turn
-                             and similarity(b.question, a.question) >= EDIT_SIMILARITY))
-    return pairs, counts["text"], counts["id"], new, old
-
 
 def classify(before: Verdict, after: Verdict) -> ChangeKind | None:
     """What changed between two answers to one question (None: the same answer)."""
@@ -450,24 +358,6 @@ def _flip(before: EvaluationRecord, after: EvaluationRecord, b: Verdict, a: Verd
     return FlipCheck()
 
 
-def _rates(v: Verdict) -> tuple[int, int]:
-    """(yes, answers) of a verdict's samples: its repeats, or its one answer (an error counts as none)."""
-    samples = [x for x in v.samples if x != "error"] if v.answer != "error" else []
-    return samples.count("yes"), len(samples)
-
-
-def rate_pairs(pairs: Sequence[Pair]) -> dict[str, list[RatePair]]:
-    """Dimension -> (yes before, answers before, yes now, answers now) of the questions matched by text."""
-    out: dict[str, list[RatePair]] = {}
-    for b, a in pairs:
-        if _norm(a.question) != _norm(b.question):
-            continue  # a slightly edited question is not the same question
-        (yb, nb), (ya, na) = _rates(b), _rates(a)
-        if nb and na:
-            out.setdefault(a.dimension, []).append((yb, nb, ya, na))
-    return out
-
-
 def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolerance: float = 0.0,
                     same_judge: bool = True) -> EvaluationDiff:
     """One evaluation in the baseline and in this run, question by question and dimension by dimension;
@@ -481,7 +371,7 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolera
         if kind is None:
             unchanged += 1
             continue
-        edited = None if _norm(a.question) == _norm(b.question) else b.question
+        edited = None if same_text(a, b) else b.question
         changes.append(QuestionChange(
             kind=kind, question_id=a.question_id, dimension=a.dimension, question=a.question,
             before=b.answer, after=a.answer,
@@ -513,72 +403,6 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolera
         turns=None if after.conversation is None else len(after.conversation),
         baseline_turns=None if before.conversation is None else len(before.conversation),
     )
-
-
-def suite_dimensions(pairs: Sequence[dict[str, list[RatePair]]], *, alpha: float = DEFAULT_ALPHA,
-                     tolerance: float = 0.0) -> list[SuiteDimension]:
-    """The suite-level verdict of each dimension over the compared evaluations (each one's :func:`rate_pairs`)."""
-    dims: dict[str, list[list[RatePair]]] = {}
-    for evaluation in pairs:
-        for name, ps in evaluation.items():
-            dims.setdefault(name, []).append(ps)
-    out = []
-    for v in suite_verdicts(dims, alpha=alpha, tolerance=tolerance):
-        clusters = dims[v.dimension]
-
-        def mean(side: int, clusters: list[list[RatePair]] = clusters) -> float | None:
-            scores = [sum(p[side] / p[side + 1] for p in c) / len(c) for c in clusters if c]
-            return sum(scores) / len(scores) if scores else None
-
-        out.append(SuiteDimension(
-            name=v.dimension, verdict=v.verdict, evaluations=v.evaluations, questions=v.questions, before=mean(0),
-            after=mean(2), change=v.change, p_value=v.p_value, p_adjusted=v.p_adjusted, exact=v.exact,
-            detectable=v.detectable, detectable_at=v.detectable_at))
-    return out
-
-
-def _digest(digest: str) -> str:
-    return digest.removeprefix("sha256:")[:12]
-
-
-def judge_differences(before: JudgedBy, after: JudgedBy, compared: Collection[str] = ()) -> list[str]:
-    """How what judged the baseline (``before``) differs from what judged this run, one sentence each (none: the
-    same, as far as both record it); ``compared``: the keys of the evaluations both runs made, whose checklists
-    are compared. What a report does not record (an older one) is not compared."""
-    lines: list[str] = []
-    was = ", ".join(before.models) or before.model
-    now = ", ".join(after.models) or after.model
-    if was and now and set(before.models or [before.model]) != set(after.models or [after.model]):
-        lines.append(f"the baseline was judged by {was}, this run by {now}")
-    digests = (before.judge_prompt_digest, after.judge_prompt_digest)
-    if all(digests) and digests[0] != digests[1]:
-        lines.append(f"the baseline was judged with the judge prompt {before.judge_prompt} (sha256 "
-                     f"{_digest(before.judge_prompt_digest)}), this run with {after.judge_prompt} (sha256 "
-                     f"{_digest(after.judge_prompt_digest)})")
-    if before.prompt_version and after.prompt_version and before.prompt_version != after.prompt_version:
-        lines.append(f"the baseline was judged with version {before.prompt_version} of pytest-bineval's prompts, "
-                     f"this run with version {after.prompt_version}")
-    hosted = [m for m in (after.models or [after.model]) if m and not m.startswith("bineval/")]
-    if before.stream and after.stream and before.stream != after.stream and hosted:
-        lines.append(f"the baseline was judged with --bineval-stream {before.stream}, this run with "
-                     f"--bineval-stream {after.stream}: a hosted judge's requests differ (streamed, its prompt ends "
-                     "with a turn asking for the answer and the explanation in one reply)")
-    keys = [k for k in compared if k in before.checklists and k in after.checklists]
-    other = sum(before.checklists[k] != after.checklists[k] for k in keys)
-    if other:
-        lines.append(f"{other} of {len(keys)} compared evaluation{'s' if len(keys) != 1 else ''} "
-                     f"{'were' if other != 1 else 'was'} judged with another checklist than in the baseline "
-                     "(re-pinned or edited): their questions are matched by meaning")
-    return lines
-
-
-def same_judging(before: JudgedBy, after: JudgedBy) -> bool:
-    """Both runs were judged alike, as far as both record it: judge models, judge prompt, prompts' version."""
-    models = (set(before.models or [before.model]) - {""}, set(after.models or [after.model]) - {""})
-    return ((not all(models) or models[0] == models[1])
-            and (not (before.judge_prompt_digest and after.judge_prompt_digest)
-                 or before.judge_prompt_digest == after.judge_prompt_digest)
-            and (not (before.prompt_version and after.prompt_version) or before.prompt_version == after.prompt_version))
 
 
 def _eref(r: EvaluationRecord) -> EvaluationRef:

@@ -8,12 +8,11 @@ not a report. :func:`diff_reports` compares two finished documents.
 from __future__ import annotations
 
 import json
-import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,6 +26,17 @@ from ..models import Question, Usage, Verdict
 from ..redaction import redact_obj
 from .batch import BatchSummary
 from .comparison import RegressionReport, diff_runs
+from .reading import REPORT_KIND as REPORT_KIND  # the report's marker, read by the tests
+from .reading import (
+    check_kind,
+    check_scores,
+    check_unique,
+    items_of,
+    json_type,
+    models_of,
+    non_finite,
+    validation_text,
+)
 from .record import (
     ConfirmationSummary,
     DimensionResult,
@@ -40,10 +50,6 @@ from .record import (
 )
 
 REPORT_FORMAT = 2
-# The "kind" of a report file: what tells it from a pinned-checklist file or any other JSON.
-REPORT_KIND: Literal["bineval-report"] = "bineval-report"
-# The keys every report of a format has (what a report written before the "kind" marker is known by).
-REPORT_KEYS = {1: ("evaluations",), 2: ("generator", "settings", "totals", "evaluations")}
 
 
 class Totals(BaseModel):
@@ -288,18 +294,18 @@ class ReportDocument(BaseModel):
         if fmt not in (1, REPORT_FORMAT):
             raise UsageError(f"unknown bineval report format {fmt!r}: this version reads formats 1 and "
                              f"{REPORT_FORMAT}")
-        _check_kind(data, fmt)
-        number = _non_finite(data)
+        check_kind(data, fmt)
+        number = non_finite(data)
         if number is not None:
             raise UsageError(f"not a valid bineval report: {number}; a report holds finite numbers only")
         try:
             document = cls._from_format_1(data) if fmt == 1 else cls.model_validate(data)
         except ValidationError as exc:
-            raise UsageError(f"not a valid bineval report (format {fmt}): {_validation_text(exc, '')}") from None
+            raise UsageError(f"not a valid bineval report (format {fmt}): {validation_text(exc, '')}") from None
         except RecursionError:
             raise UsageError("not a valid bineval report: it is nested too deeply to be one") from None
-        _check_scores(document.evaluations)
-        _check_unique(document.evaluations)
+        check_scores(document.evaluations)
+        check_unique(document.evaluations)
         return document
 
     @classmethod
@@ -338,16 +344,16 @@ class ReportDocument(BaseModel):
     def _from_format_1(cls, data: dict[str, Any]) -> ReportDocument:
         records = []
         counts: dict[str, int] = {}
-        for i, old in enumerate(_items(data, "evaluations", "")):
+        for i, old in enumerate(items_of(data, "evaluations", "")):
             try:
                 records.append(cls._record_of_format_1(old, f"evaluations[{i}]", counts))
             except ValidationError as exc:
                 raise UsageError(f"not a valid bineval report (format 1): "
-                                 f"{_validation_text(exc, f'evaluations[{i}]')}") from None
+                                 f"{validation_text(exc, f'evaluations[{i}]')}") from None
         for name in ("settings", "totals"):
             if not isinstance(data.get(name) or {}, dict):
                 raise UsageError(f"not a valid bineval report (format 1): {name} is a "
-                                 f"{_json_type(data[name])}, not an object")
+                                 f"{json_type(data[name])}, not an object")
         totals = dict(data.get("totals") or {})
         totals.setdefault("errors", sum(r.outcome == "error" for r in records))
         optimize = data.get("optimize")
@@ -357,7 +363,7 @@ class ReportDocument(BaseModel):
                                                     if k in ReportSettings.model_fields}),
             totals=Totals.model_validate({k: v for k, v in totals.items() if k in Totals.model_fields}),
             evaluations=records,
-            optimize=None if optimize is None else _models(OptimizeOutcome, data, "optimize", ""),
+            optimize=None if optimize is None else models_of(OptimizeOutcome, data, "optimize", ""),
         )
 
     @staticmethod
@@ -367,20 +373,20 @@ class ReportDocument(BaseModel):
             return UsageError(f"not a valid bineval report (format 1): {place}{what}")
 
         if not isinstance(old, dict):
-            raise bad(f" is {_json_type(old)}, not an object")
+            raise bad(f" is {json_type(old)}, not an object")
         for name in ("thresholds", "scores", "usage"):
             if not isinstance(old.get(name) or {}, dict):
-                raise bad(f".{name} is {_json_type(old[name])}, not an object")
+                raise bad(f".{name} is {json_type(old[name])}, not an object")
         if "test" not in old:
             raise bad(": it has no 'test'")
-        verdicts = _models(Verdict, old, "verdicts", place)
+        verdicts = models_of(Verdict, old, "verdicts", place)
         dims = []
         for name, limit in dict(old.get("thresholds") or {}).items():
             score = (old.get("scores") or {}).get(name)
             if isinstance(limit, bool) or not isinstance(limit, (int, float)):
-                raise bad(f".thresholds.{name} is {_json_type(limit)}, not a number")
+                raise bad(f".thresholds.{name} is {json_type(limit)}, not a number")
             if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
-                raise bad(f".scores.{name} is {_json_type(score)}, not a number")
+                raise bad(f".scores.{name} is {json_type(score)}, not a number")
             errored = any(v.answer == "error" for v in verdicts if v.dimension == name)
             outcome: Outcome = "error" if errored else (
                 "passed" if score is not None and score >= limit else "failed")
@@ -394,7 +400,7 @@ class ReportDocument(BaseModel):
             model=str(old.get("model", "")), checklist_model=str(old.get("checklist_model") or ""),
             checklist_status=old.get("checklist_status", "unpinned"), dimensions=dims,
             overall=old.get("overall"), outcome=old.get("outcome", "failed"),
-            questions=_models(Question, old, "questions", place),
+            questions=models_of(Question, old, "questions", place),
             verdicts=verdicts, output=output, output_digest=text_digest(output) if output else "",
             source=old.get("source"), usage=Usage.model_validate(old.get("usage") or {}),
         )
@@ -414,109 +420,3 @@ def diff_reports(current: ReportDocument, baseline: ReportDocument, label: str =
 
 
 # -- reading a report file: what is wrong, and where --------------------------------------------------------------
-def _json_type(value: Any) -> str:
-    """The JSON name of a decoded value's type (``an array``, ``a string``, ...)."""
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
-             float: "a number", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
-
-
-def _place(prefix: str, loc: Sequence[Any]) -> str:
-    """``evaluations[3].dimensions[0].score`` from a prefix and a pydantic error location."""
-    out = prefix
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "the document"
-
-
-def _validation_text(exc: ValidationError, prefix: str) -> str:
-    """The first errors of a validation, each as ``place: message`` (``evaluations[0].outcome: Input should be
-    'passed', 'failed' or 'error' (got 'maybe')``)."""
-    errors = exc.errors(include_url=False)
-    parts = []
-    for e in errors[:3]:
-        got = e.get("input")
-        shown = "" if isinstance(got, (dict, list)) else f" (got {str(got)[:60]!r})"
-        parts.append(f"{_place(prefix, e['loc'])}: {e['msg']}{shown}")
-    more = f"; and {len(errors) - 3} more" if len(errors) > 3 else ""
-    return "; ".join(parts) + more
-
-
-def _items(data: dict[str, Any], key: str, place: str) -> list[Any]:
-    """``data[key]``, which must be an array (absent or null: empty); UsageError naming the place otherwise."""
-    value = data.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise UsageError(f"not a valid bineval report: {_place(place, [key])} is {_json_type(value)}, "
-                         "not an array")
-    return value
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def _models(model: type[M], data: dict[str, Any], key: str, place: str) -> list[M]:
-    """Each entry of the array ``data[key]`` validated as ``model``; UsageError naming the entry otherwise."""
-    out = []
-    for j, item in enumerate(_items(data, key, place)):
-        try:
-            out.append(model.model_validate(item))
-        except ValidationError as exc:
-            raise UsageError(f"not a valid bineval report (format 1): "
-                             f"{_validation_text(exc, _place(place, [key, j]))}") from None
-    return out
-
-
-def _check_kind(data: dict[str, Any], fmt: int) -> None:
-    """UsageError unless ``data`` is a report: it says so, or (written before the marker) has a report's keys."""
-    kind = data.get("kind")
-    if kind == REPORT_KIND:
-        return
-    if kind is not None:
-        raise UsageError(f"not a bineval report: its \"kind\" is {str(kind)[:60]!r}, not {REPORT_KIND!r}")
-    missing = [k for k in REPORT_KEYS[fmt] if k not in data]
-    if missing:
-        hint = " (it looks like a pinned-checklist file)" if "checklists" in data else ""
-        raise UsageError(f"not a valid bineval report{hint}: it has no \"kind\": {REPORT_KIND!r} and lacks "
-                         f"{', '.join(map(repr, missing))}, which every report of format {fmt} has")
-
-
-def _non_finite(data: Any) -> str | None:
-    """``place is NaN`` (or ``Infinity``, ``-Infinity``: a number too large for a float reads so too) for the first
-    number in ``data`` that is not finite, or None. Iterative: a deep document cannot exhaust the stack here."""
-    todo: list[tuple[Any, str]] = [(data, "")]
-    while todo:
-        value, place = todo.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            number = "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
-            return f"{place or 'the document'} is {number}"
-        if isinstance(value, dict):
-            todo.extend((v, _place(place, [str(k)])) for k, v in reversed(value.items()))
-        elif isinstance(value, list):
-            todo.extend((v, _place(place, [i])) for i, v in reversed(list(enumerate(value))))
-    return None
-
-
-def _check_scores(records: Sequence[EvaluationRecord]) -> None:
-    """UsageError naming the first score, interval end or threshold outside [0, 1] (every one a share)."""
-    for i, rec in enumerate(records):
-        values: list[tuple[str, float | None]] = [(f"evaluations[{i}].overall", rec.overall)]
-        for j, d in enumerate(rec.dimensions):
-            values += [(f"evaluations[{i}].dimensions[{j}].{name}", getattr(d, name))
-                       for name in ("score", "threshold", "low", "high")]
-        for place, value in values:
-            if value is not None and not 0.0 <= value <= 1.0:
-                raise UsageError(f"not a valid bineval report: {place} is {value!r}, outside [0, 1] (scores, "
-                                 "their intervals and thresholds are shares)")
-
-
-def _check_unique(records: Sequence[EvaluationRecord]) -> None:
-    """UsageError when two entries are the same evaluation (test id and index): which one counts cannot be told."""
-    seen: dict[tuple[str, int], int] = {}
-    for i, rec in enumerate(records):
-        first = seen.setdefault((rec.test, rec.index), i)
-        if first != i:
-            raise UsageError(f"not a valid bineval report: evaluations[{i}] repeats evaluations[{first}] (test "
-                             f"{rec.test!r}, evaluation index {rec.index}); a report holds each evaluation once "
-                             "(was it merged by hand?)")

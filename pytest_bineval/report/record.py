@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -392,7 +392,7 @@ def pin_key(rec: EvaluationRecord) -> tuple[str, ...]:
 class JudgedBy(BaseModel):
     """What judged a run: the judge model(s), the judge prompt and the prompts' version, and the checklist of each
     evaluation. A baseline judged otherwise is compared all the same, but its answers may differ because the judge
-    did: every output says so first (:func:`pytest_bineval.report.comparison.judge_differences`)."""
+    did: every output says so first (:func:`judge_differences`)."""
 
     model: str = Field(default="", description="the run's judge model (--bineval-model)")
     models: list[str] = Field(default_factory=list, description="every judge model the run's evaluations used (an "
@@ -415,3 +415,46 @@ class JudgedBy(BaseModel):
                    judge_prompt=judge_prompt, judge_prompt_digest=judge_prompt_digest, stream=stream,
                    checklists={r.key: questions_digest(r.questions) for r in recs if r.questions})
 
+
+def _digest(digest: str) -> str:
+    return digest.removeprefix("sha256:")[:12]
+
+
+def judge_differences(before: JudgedBy, after: JudgedBy, compared: Collection[str] = ()) -> list[str]:
+    """How what judged the baseline (``before``) differs from what judged this run, one sentence each (none: the
+    same, as far as both record it); ``compared``: the keys of the evaluations both runs made, whose checklists
+    are compared. What a report does not record (an older one) is not compared."""
+    lines: list[str] = []
+    was = ", ".join(before.models) or before.model
+    now = ", ".join(after.models) or after.model
+    if was and now and set(before.models or [before.model]) != set(after.models or [after.model]):
+        lines.append(f"the baseline was judged by {was}, this run by {now}")
+    digests = (before.judge_prompt_digest, after.judge_prompt_digest)
+    if all(digests) and digests[0] != digests[1]:
+        lines.append(f"the baseline was judged with the judge prompt {before.judge_prompt} (sha256 "
+                     f"{_digest(before.judge_prompt_digest)}), this run with {after.judge_prompt} (sha256 "
+                     f"{_digest(after.judge_prompt_digest)})")
+    if before.prompt_version and after.prompt_version and before.prompt_version != after.prompt_version:
+        lines.append(f"the baseline was judged with version {before.prompt_version} of pytest-bineval's prompts, "
+                     f"this run with version {after.prompt_version}")
+    hosted = [m for m in (after.models or [after.model]) if m and not m.startswith("bineval/")]
+    if before.stream and after.stream and before.stream != after.stream and hosted:
+        lines.append(f"the baseline was judged with --bineval-stream {before.stream}, this run with "
+                     f"--bineval-stream {after.stream}: a hosted judge's requests differ (streamed, its prompt ends "
+                     "with a turn asking for the answer and the explanation in one reply)")
+    keys = [k for k in compared if k in before.checklists and k in after.checklists]
+    other = sum(before.checklists[k] != after.checklists[k] for k in keys)
+    if other:
+        lines.append(f"{other} of {len(keys)} compared evaluation{'s' if len(keys) != 1 else ''} "
+                     f"{'were' if other != 1 else 'was'} judged with another checklist than in the baseline "
+                     "(re-pinned or edited): their questions are matched by meaning")
+    return lines
+
+
+def same_judging(before: JudgedBy, after: JudgedBy) -> bool:
+    """Both runs were judged alike, as far as both record it: judge models, judge prompt, prompts' version."""
+    models = (set(before.models or [before.model]) - {""}, set(after.models or [after.model]) - {""})
+    return ((not all(models) or models[0] == models[1])
+            and (not (before.judge_prompt_digest and after.judge_prompt_digest)
+                 or before.judge_prompt_digest == after.judge_prompt_digest)
+            and (not (before.prompt_version and after.prompt_version) or before.prompt_version == after.prompt_version))

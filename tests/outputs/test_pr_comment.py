@@ -14,7 +14,6 @@ from pytest_bineval.outputs.pr_comment import PrComment, render
 from pytest_bineval.report.comparison import (
     EvaluationDiff,
     FlipCheck,
-    FlipConfirmation,
     QuestionChange,
     RegressionReport,
     ScoreChange,
@@ -22,6 +21,7 @@ from pytest_bineval.report.comparison import (
 )
 from pytest_bineval.report.document import ReportDocument, Totals
 from pytest_bineval.report.record import Asked, EvaluationRecord, UnstableQuestion
+from pytest_bineval.report.suite import FlipConfirmation
 
 QUESTIONS = [Question(id="c-1", dimension="consistency", text="Is every claim supported by the input?"),
              Question(id="c-2", dimension="consistency", text="Are the names right?")]

@@ -26,7 +26,8 @@ from pytest_bineval.gate_stats import (
 )
 from pytest_bineval.models import Evaluation, Verdict
 from pytest_bineval.repeats import wilson_interval
-from pytest_bineval.report.comparison import EDIT_SIMILARITY, diff_runs, similarity
+from pytest_bineval.report.comparison import diff_runs
+from pytest_bineval.report.matching import EDIT_SIMILARITY, similarity
 from pytest_bineval.report.record import Asked, EvaluationRecord
 
 F = Fraction

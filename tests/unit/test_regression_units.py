@@ -8,8 +8,9 @@ import pytest
 
 from pytest_bineval.models import Evaluation, Verdict
 from pytest_bineval.repeats import combine_repeats, combine_verdicts, wilson_interval
-from pytest_bineval.report.comparison import diff_runs, match_questions
+from pytest_bineval.report.comparison import diff_runs
 from pytest_bineval.report.document import ReportDocument, Totals
+from pytest_bineval.report.matching import match_questions
 from pytest_bineval.report.record import Asked, EvaluationRecord
 
 
