@@ -188,8 +188,6 @@ class AssertionRequest:
 
 def checklist_of_test(ctx: TestContext) -> Checklist:
     """The ``bineval_checklist`` fixture: the test's checklist, from its marker or ``bineval_task``."""
-    from .engine import run_sync
-
     if ctx.marker.criteria not in (None, "bineval"):
         raise UsageError(
             f"{ctx.nodeid}: bineval_checklist is the task's checklist; with criteria={ctx.marker.criteria!r} the "
@@ -197,7 +195,7 @@ def checklist_of_test(ctx: TestContext) -> Checklist:
     task = _task(None, ctx)
     if not task:
         raise NoTaskError(NO_TASK_MESSAGE)  # an error of the test that is counted as not scored
-    checklist, _ = run_sync(ctx.service.achecklist_for(ctx, task, ctx.marker.dimensions))
+    checklist, _ = ctx.service.engine.run(ctx.service.achecklist_for(ctx, task, ctx.marker.dimensions))
     return checklist
 
 
@@ -349,6 +347,8 @@ def assert_passes(
 
     request = AssertionRequest.build(output, dimension, source=source, task=task, threshold=threshold,
                                      checklist=checklist, model=model, criteria=criteria, score=score)
+    if request.ctx is not None:  # the session engine's event loop: its HTTP clients serve every assertion
+        return request.ctx.service.engine.run(_aassert(request))
     return run_sync(_aassert(request))
 
 

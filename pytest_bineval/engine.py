@@ -1,5 +1,10 @@
 """The engine: one cache, the clients, a running usage total, and the two operations (checklist generation,
-evaluation). Its :class:`~pytest_bineval.settings.Settings` are the one definition of every default."""
+evaluation). Its :class:`~pytest_bineval.settings.Settings` are the one definition of every default.
+
+Sync callers run the engine's coroutines with :meth:`Engine.run`: on one event loop per thread, kept until
+:meth:`Engine.close`, so that the HTTP clients (:class:`~pytest_bineval.llm.http.HttpClients`: connection pools,
+keep-alive, one SSL context) serve every evaluation of a pytest worker. On any other loop (``aevaluate`` in a
+user's ``asyncio.run``, pytest-asyncio's loops) the clients live while an evaluation runs on it."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from .dimensions import DimensionsArg
 from .errors import BinevalError, BudgetReachedError, InputTooLargeError
 from .llm.cache import ResponseCache
 from .llm.client import LLMClient, ModelSettings
+from .llm.http import HttpClients
 from .llm.local import is_embedded
 from .llm.negotiation import FormatNegotiator
 from .llm.retry import RetryPolicy
@@ -67,6 +73,8 @@ class Engine:
             self.budget = Budget(b.amount, b.unit, workers=max(1, s.budget_workers))
         self.budget_refused = 0  # evaluations and checklist generations refused: the budget was spent
         self.formats = FormatNegotiator()
+        self.http = HttpClients()
+        self._runners: dict[int, Any] = {}  # thread -> its asyncio.Runner (run())
         self._judge_prompt: Prompt | None = None
         self._similarity: dict[tuple[str, float | None], Similarity | None] = {}  # loaded once (MiniLM: 90 MB)
         if self.settings.judge_prompt is not None:
@@ -110,7 +118,7 @@ class Engine:
             ModelSettings(model=model, temperature=s.temperature, timeout=s.timeout, retries=s.retries,
                           api_base=s.api_base, extra=dict(s.extra), repeat=repeat,
                           replay=s.cache == "replay", stream=s.stream),
-            self.cache, formats=self.formats, deadline=deadline,
+            self.cache, formats=self.formats, deadline=deadline, http=self.http,
         )
 
     def assertion_deadline(self) -> float:
@@ -138,6 +146,12 @@ class Engine:
                          qworld: QworldConfig | None = None) -> Checklist:
         """A checklist: per task (``strategy="bineval"``) or per ``question`` (``"qworld"``, ``"qworld-lite"``;
         ``qworld``: its config, default from the settings)."""
+        async with self.http.scope():  # the HTTP clients of this loop serve every request of it
+            return await self._achecklist(task, dimensions, model=model, strategy=strategy, question=question,
+                                          qworld=qworld)
+
+    async def _achecklist(self, task: str | None, dimensions: DimensionsArg, *, model: str | None, strategy: str,
+                          question: str | None, qworld: QworldConfig | None) -> Checklist:
         self.check_budget()
         name = model or self.settings.generator_model
         config = None
@@ -160,6 +174,12 @@ class Engine:
                         question_first: bool = False, explain: ExplainMode | None = None) -> Evaluation:
         """Judge ``output``; ``prompt``: an evaluator prompt for this call (default: the settings' judge prompt,
         else the packaged one); ``explain``: the explain mode for this call (default: the settings')."""
+        async with self.http.scope():  # the HTTP clients of this loop serve every request of it
+            return await self._aevaluate(output, checklist, source, model=model, prompt=prompt,
+                                         question_first=question_first, explain=explain)
+
+    async def _aevaluate(self, output: str, checklist: Checklist, source: str | None, *, model: str | None,
+                         prompt: Prompt | None, question_first: bool, explain: ExplainMode | None) -> Evaluation:
         self.check_budget()
         name = model or self.settings.judge_model
         # The embedded model is one in-process instance: ask its questions back to back.
@@ -258,27 +278,76 @@ class Engine:
     def checklist(self, task: str | None, dimensions: DimensionsArg = None, *, model: str | None = None,
                   strategy: str = "bineval", question: str | None = None,
                   qworld: QworldConfig | None = None) -> Checklist:
-        return run_sync(self.achecklist(task, dimensions, model=model, strategy=strategy, question=question,
+        return self.run(self.achecklist(task, dimensions, model=model, strategy=strategy, question=question,
                                         qworld=qworld))
 
     def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
                  model: str | None = None) -> Evaluation:
         _judge.check_output(output, source)
-        return run_sync(self.aevaluate(output, checklist, source, model=model))
+        return self.run(self.aevaluate(output, checklist, source, model=model))
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine of this engine from sync code: on the calling thread's event loop of this engine (made
+        at its first call, kept until :meth:`close`, its HTTP clients kept open with it); inside a running event
+        loop (or on Python 3.10), as :func:`run_sync` does."""
+        runner = None if _loop_running() else self._runner()
+        if runner is None:
+            return run_sync(coro)
+        result: T = runner.run(coro)
+        return result
+
+    def _runner(self) -> Any:
+        factory = getattr(asyncio, "Runner", None)  # Python 3.11
+        if factory is None:
+            return None
+        thread = threading.get_ident()
+        with self._usage_lock:
+            runner = self._runners.get(thread)
+            if runner is not None and not runner.get_loop().is_closed():
+                return runner
+            # loop_factory: the loop is not made the thread's current one (pytest-asyncio may close that one)
+            runner = self._runners[thread] = factory(loop_factory=asyncio.new_event_loop)
+        self.http.keep(runner.get_loop())
+        return runner
 
     def close(self) -> None:
+        """Close the HTTP clients, the event loops of :meth:`run` and the cache (the engine can be used again: it
+        opens what it needs)."""
+        with self._usage_lock:
+            runners = list(self._runners.values())
+            self._runners.clear()
+
+        def close_runners() -> None:
+            for runner in runners:
+                loop = runner.get_loop()
+                if loop.is_running():  # a thread still inside run(): its loop is left to it
+                    continue
+                self.http.close_loop(loop)
+                runner.close()
+
+        if runners and _loop_running():  # (closed from a coroutine: another thread may drive those loops)
+            closer = threading.Thread(target=close_runners, name="bineval-engine-close")
+            closer.start()
+            closer.join()
+        else:
+            close_runners()
         if self.cache is not None:
             self.cache.close()
 
 
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine from sync code, also when an event loop is already running in this thread."""
+def _loop_running() -> bool:
     try:
         asyncio.get_running_loop()
-        running = True
     except RuntimeError:
-        running = False
+        return False
+    return True
+
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine from sync code (on a new event loop), also when an event loop is already running in this
+    thread (then in a worker thread). :meth:`Engine.run` keeps its loop for the engine's next calls."""
+    running = _loop_running()
     if not running:  # outside the except block: the coroutine's own errors carry no chained RuntimeError
         return asyncio.run(coro)
     ctx = contextvars.copy_context()

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ._version import __version__
 from .errors import UsageError
@@ -34,6 +34,7 @@ from .models import (
     Strategy,
     Usage,
     Verdict,
+    no_impossible_counts,
     points_score,
     share_of_yes,
     yes_count,
@@ -471,6 +472,7 @@ class Totals(BaseModel):
     new_judge_errors: int = Field(default=0, description="vs the baseline: answers that became judge errors")
     score_drops: int = Field(default=0, description="vs the baseline: dimension scores down by more than the "
                                                     "tolerance")
+    check_counts = model_validator(mode="after")(no_impossible_counts)  # negative or absurd counts: no report
 
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .dimensions import BUILTIN, DimensionsArg, did_you_mean, resolve_dimensions
-from .engine import Engine, run_sync
+from .engine import Engine
 from .errors import PinError, UsageError
 from .ledger import RunLedger
 from .markers import MarkerArgs
@@ -231,8 +231,8 @@ class BinevalService:
         if strategy == "bineval":
             if task is None:
                 raise UsageError("a task checklist needs the task text")
-            return run_sync(self._agenerate(task, resolve_dimensions(dimensions)))
-        return run_sync(self._agenerate(task or DEFAULT_TASK, qworld_dimensions(dimensions), strategy, question))
+            return self.engine.run(self._agenerate(task, resolve_dimensions(dimensions)))
+        return self.engine.run(self._agenerate(task or DEFAULT_TASK, qworld_dimensions(dimensions), strategy, question))
 
     def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
                  dimensions: list[str] | None = None, model: str | None = None) -> Evaluation:

@@ -8,9 +8,11 @@ import sys
 import warnings
 from typing import Any
 
+_IMPORTED: list[Any] = []  # litellm once imported and set up here: the process's, as sys.modules is
+
 
 def import_litellm() -> Any:
-    """Import litellm lazily and offline-safe.
+    """Import litellm lazily and offline-safe (the set-up runs once per process; later calls return the module).
 
     litellm downloads a price list when it is imported unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set (and its
     Anthropic provider a beta-headers list unless ``LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS`` is), so they are set
@@ -18,6 +20,8 @@ def import_litellm() -> Any:
     pytest-bineval leaves the environment alone; only a process that reaches a model imports litellm.
     litellm is made quiet (:func:`quiet`) when this is its first import.
     """
+    if _IMPORTED:
+        return _IMPORTED[0]
     first = "litellm" not in sys.modules
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     # and its Anthropic provider fetches a beta-headers list from GitHub at the first request unless told not to
@@ -36,6 +40,7 @@ def import_litellm() -> Any:
         litellm.ModelResponse(choices=[{"message": {"role": "assistant", "content": ""}}])
     if first:  # a process that imported litellm itself keeps its own settings
         quiet(litellm)
+    _IMPORTED.append(litellm)
     return litellm
 
 

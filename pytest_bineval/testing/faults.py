@@ -14,8 +14,9 @@ events). ``streams=False`` makes a server that cannot stream: it answers a strea
 (:attr:`FaultServer.streams_cut`).
 
 It records every request it receives, so a test can compare the number of requests the server saw with the
-number the plugin counted. The fault matrix (:mod:`pytest_bineval.bench.reliability`) and the tests use it;
-nothing in it reaches a network beyond the loopback interface.
+number the plugin counted, and counts the connections it accepted (:attr:`FaultServer.connections`). The fault
+matrix (:mod:`pytest_bineval.bench.reliability`) and the tests use it; nothing in it reaches a network beyond the
+loopback interface.
 """
 
 from __future__ import annotations
@@ -177,6 +178,7 @@ class FaultServer:
         self.chunk_delay = chunk_delay
         self.received: list[Received] = []
         self.streamed = 0  # requests answered with a stream
+        self.connections = 0  # TCP connections accepted (a client that keeps its connections alive makes few)
         self.streams_cut = 0  # of them, streams the client closed before their end
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -238,6 +240,11 @@ def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             return
+
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server.connections += 1
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):

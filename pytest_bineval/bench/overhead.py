@@ -1,0 +1,277 @@
+"""``bineval bench overhead``: the CPU one test costs on a hosted judge, beside the floor of its requests.
+
+In one run and one process tree, against an instant fake OpenAI-compatible server on 127.0.0.1
+(:class:`~pytest_bineval.testing.faults.FaultServer`, a new one per run, answering every question "yes"), the same
+``--tests`` parametrized tests each make ``--questions`` chat-completion requests (the judge's own prompts: the
+floors post the messages pytest-bineval sends, rendered beforehand), run as:
+
+- **httpx** (the floor): a plain pytest test (``-p no:bineval``) posting them one after the other with one
+  ``httpx.Client`` kept for the module, each reply decoded;
+- **litellm**: the same with ``litellm.completion`` (not streamed), what a plain litellm call costs;
+- **pytest-bineval**, ``--bineval-stream auto`` and ``off``: ``assert_passes`` with a pinned checklist of those
+  questions, ``--bineval-cache off`` (every question is a request).
+
+Each is a fresh ``python -m pytest`` process; its CPU (user + system, from the OS's accounting of finished child
+processes) is measured at ``--tests`` tests and at a tenth of them, and the difference divided by the difference
+in tests is the **CPU per test** (the process's start-up, its imports included, falls out; it is shown apart). The
+figure is the median over ``--rounds`` rounds, the variants interleaved within each round; the ratios are to the
+httpx floor of the same run. The server's requests are counted and checked against the tests' (none lost, none
+extra beyond a structured-output probe), and the machine's load average is printed before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..testing.faults import FaultServer, Received, Reply, completion
+
+__all__ = ["VARIANTS", "Variant", "measure_overhead", "render_overhead"]
+
+VERDICT = json.dumps({"answer": "yes", "explanation": "The response does it."})
+TASK = "Summarize the article in one sentence."
+SOURCE = ("The town council voted 7-2 on Monday to build a new public library by 2027. The library will replace the "
+          "old reading room on Main Street, which closed in 2019 after a fire. The mayor said the project will cost "
+          "4.5 million dollars, paid from a state grant and the town's own budget.")
+OUTPUT = "The council approved a new library, to open by 2027 and cost 4.5 million dollars."
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # the key in the JSON result
+    label: str  # the table's row
+    plugin: bool  # pytest-bineval loaded (else -p no:bineval)
+    stream: str = "auto"
+
+
+VARIANTS = (
+    Variant("httpx", "a plain pytest test posting them with httpx (the floor)", plugin=False),
+    Variant("litellm", "the same with `litellm.completion` (not streamed)", plugin=False),
+    Variant("bineval-stream", "pytest-bineval, `--bineval-stream auto` (one streamed request per question)",
+            plugin=True, stream="auto"),
+    Variant("bineval-two", "pytest-bineval, `--bineval-stream off`", plugin=True, stream="off"),
+)
+
+_FLOOR_HTTPX = '''
+import json
+import httpx
+import pytest
+
+REQUESTS = json.loads({requests!r})
+client = httpx.Client(timeout=60)
+
+
+@pytest.mark.parametrize("i", range({tests}))
+def test_floor(i):
+    for body in REQUESTS:
+        reply = client.post({url!r}, json=body, headers={{"Authorization": "Bearer sk-overhead"}})
+        assert json.loads(reply.content)["choices"][0]["message"]["content"]
+'''
+
+_FLOOR_LITELLM = '''
+import json
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import litellm  # noqa: E402
+import pytest  # noqa: E402
+
+REQUESTS = json.loads({requests!r})
+
+
+@pytest.mark.parametrize("i", range({tests}))
+def test_floor(i):
+    for body in REQUESTS:
+        reply = litellm.completion(model="openai/" + body["model"], messages=body["messages"],
+                                   max_tokens=body["max_tokens"], temperature=body["temperature"],
+                                   api_base={base!r}, api_key="sk-overhead")
+        assert reply.choices[0].message.content
+'''
+
+_BINEVAL = '''
+import pytest
+from pytest_bineval import Checklist, Question, assert_passes
+
+CHECKLIST = Checklist(task={task!r}, dimensions={{"consistency": "States only facts of the article."}}, questions=[
+    Question(id=f"consistency-{{i}}", dimension="consistency", text=text) for i, text in enumerate({questions!r}, 1)])
+
+
+@pytest.mark.parametrize("i", range({tests}))
+def test_summary(i):
+    assert_passes({output!r}, checklist=CHECKLIST, source={source!r})
+'''
+
+
+def questions(n: int) -> list[str]:
+    return [f"Does the summary keep fact {i} of the article (its number, its place, its people)?"
+            for i in range(1, n + 1)]
+
+
+def floor_requests(n: int) -> list[dict[str, Any]]:
+    """The chat-completion bodies the floors post per test: the judge's messages of each question (as
+    pytest-bineval renders them), ``max_tokens`` as the judge asks for an answer and its explanation."""
+    from ..judge import EXPLANATION_MAX_TOKENS, JudgeInput, streamed_messages
+    from ..models import Question
+
+    shared = JudgeInput.of(TASK, SOURCE, OUTPUT)
+    return [{"model": "overhead", "temperature": 0.0, "max_tokens": EXPLANATION_MAX_TOKENS + 16,
+             "messages": streamed_messages(shared.messages(Question(id=f"c-{i}", dimension="consistency",
+                                                                    text=text)))}
+            for i, text in enumerate(questions(n), 1)]
+
+
+def write_project(root: Path, variant: Variant, tests: int, n_questions: int, base_url: str) -> Path:
+    """A project of ``tests`` tests for ``variant`` in ``root`` (emptied first); its test file."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    ini = ["[pytest]", "asyncio_default_fixture_loop_scope = function"]
+    if variant.plugin:
+        ini += ["bineval_model = openai/overhead", f"bineval_api_base = {base_url}", "bineval_cache = off",
+                "bineval_github = off", f"bineval_stream = {variant.stream}"]
+    (root / "pytest.ini").write_text("\n".join(ini) + "\n", encoding="utf-8")
+    requests = json.dumps(floor_requests(n_questions))
+    if variant.name == "httpx":
+        text = _FLOOR_HTTPX.format(requests=requests, tests=tests, url=f"{base_url}/chat/completions")
+    elif variant.name == "litellm":
+        text = _FLOOR_LITELLM.format(requests=requests, tests=tests, base=base_url)
+    else:
+        text = _BINEVAL.format(task=TASK, questions=questions(n_questions), tests=tests, output=OUTPUT,
+                               source=SOURCE)
+    path = root / "test_overhead.py"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def _yes(req: Received, index: int) -> Reply:
+    return Reply(200, completion(VERDICT, model="overhead"))
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["OPENAI_API_KEY"] = "sk-overhead"
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "PYTEST_ADDOPTS", "PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        env.pop(name, None)
+    return env
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class Run:
+    tests: int
+    cpu_s: float
+    wall_s: float
+    requests_seen: int
+
+
+def run_once(root: Path, variant: Variant, tests: int, n_questions: int) -> Run:
+    """One pytest process of ``variant`` over ``tests`` tests; RuntimeError with its output when a test fails."""
+    with FaultServer(_yes) as server:
+        path = write_project(root, variant, tests, n_questions, server.base_url)
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+               "-p", "no:hypothesispytest", "-p", "no:xdist", path.name]
+        if not variant.plugin:
+            cmd[4:4] = ["-p", "no:bineval"]
+        before = _children_cpu()
+        started = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=root, env=_env(), capture_output=True, text=True, timeout=3600)
+        wall = time.perf_counter() - started
+        cpu = _children_cpu() - before
+        time.sleep(0.05)
+        seen = server.requests
+    if proc.returncode != 0:
+        raise RuntimeError(f"{variant.name} ({tests} tests) exited {proc.returncode}:\n"
+                           + "\n".join((proc.stdout + proc.stderr).splitlines()[-30:]))
+    # a structured-output probe or a stream probe may add a request per process, never more
+    expected = tests * n_questions
+    if not expected <= seen <= expected + 2:
+        raise RuntimeError(f"{variant.name} ({tests} tests): the server saw {seen} requests, expected {expected}")
+    return Run(tests, cpu, wall, seen)
+
+
+def measure_overhead(tests: int = 200, n_questions: int = 8, repeats: int = 3,
+                     variants: tuple[Variant, ...] = VARIANTS, *, quiet: bool = False) -> dict[str, Any]:
+    """Every variant at ``tests`` and at a tenth of them, ``repeats`` rounds; the result as JSON-able data."""
+    small = max(1, tests // 10)
+    if small >= tests:
+        raise ValueError("--tests must be at least 2")
+    load_before = os.getloadavg()
+    rounds: dict[str, list[dict[str, float]]] = {v.name: [] for v in variants}
+    with tempfile.TemporaryDirectory(prefix="bineval-overhead-") as tmp:
+        for r in range(repeats):
+            for variant in variants:
+                few = run_once(Path(tmp) / variant.name, variant, small, n_questions)
+                many = run_once(Path(tmp) / variant.name, variant, tests, n_questions)
+                per_test = (many.cpu_s - few.cpu_s) / (tests - small)
+                rounds[variant.name].append({
+                    "cpu_ms_per_test": per_test * 1000, "startup_cpu_s": few.cpu_s - per_test * small,
+                    "cpu_s": many.cpu_s, "wall_s": many.wall_s, "requests": many.requests_seen})
+                if not quiet:
+                    print(f"round {r + 1}/{repeats} {variant.name}: {per_test * 1000:.1f} ms CPU per test "
+                          f"({many.cpu_s:.1f} s CPU, {many.wall_s:.1f} s wall for {tests} tests)", file=sys.stderr)
+    load_after = os.getloadavg()
+    result: dict[str, Any] = {
+        "tests": tests, "small": small, "questions": n_questions, "repeats": repeats,
+        "load_before": load_before, "load_after": load_after, "cpus": os.cpu_count(),
+        "machine": f"{platform.machine()}, Python {platform.python_version()}",
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "variants": {},
+    }
+    for variant in variants:
+        runs = rounds[variant.name]
+        result["variants"][variant.name] = {
+            "label": variant.label, "rounds": runs,
+            "cpu_ms_per_test": statistics.median(r["cpu_ms_per_test"] for r in runs),
+            "startup_cpu_s": statistics.median(r["startup_cpu_s"] for r in runs),
+            "wall_s": statistics.median(r["wall_s"] for r in runs),
+        }
+    return result
+
+
+def render_overhead(r: dict[str, Any]) -> str:
+    """The markdown table of a :func:`measure_overhead` result."""
+    load = " / ".join(f"{x:.2f}" for x in r["load_before"])
+    after = " / ".join(f"{x:.2f}" for x in r["load_after"])
+    floor = r["variants"].get("httpx", {}).get("cpu_ms_per_test")
+    lines = [
+        f"{r['tests']} parametrized tests x {r['questions']} requests (and {r['small']} for the start-up), an instant "
+        f"fake OpenAI-compatible server on 127.0.0.1, reply cache off, medians of {r['repeats']} rounds; "
+        f"{r['when']}, {r['machine']}, {r['cpus']} cores; load average (1/5/15 min) {load} before, {after} after",
+        "",
+        f"| what runs the same {r['questions']} requests per test | CPU ms per test | per request | x the httpx "
+        "floor | start-up CPU s | wall s |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for v in r["variants"].values():
+        ms = v["cpu_ms_per_test"]
+        ratio = f"{ms / floor:.1f}" if floor else "-"
+        lines.append(f"| {v['label']} | {ms:.1f} | {ms / r['questions']:.2f} | {ratio} | {v['startup_cpu_s']:.2f} | "
+                     f"{v['wall_s']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_overhead(args: Any) -> int:
+    tests = args.limit or 200
+    result = measure_overhead(tests, args.questions, args.rounds, quiet=args.quiet)
+    text = render_overhead(result)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "overhead.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    (out / "overhead.md").write_text(text, encoding="utf-8")
+    print(text, end="")
+    return 0
