@@ -14,6 +14,7 @@ import contextvars
 import os
 import threading
 import time
+import weakref
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -75,6 +76,8 @@ class Engine:
         self.formats = FormatNegotiator()
         self.http = HttpClients()
         self._runners: dict[int, Any] = {}  # thread -> its asyncio.Runner (run())
+        # an engine dropped without close(): its loops and clients are closed when it is collected
+        weakref.finalize(self, _close_loops, self._runners, self.http, self._usage_lock)
         self._judge_prompt: Prompt | None = None
         self._similarity: dict[tuple[str, float | None], Similarity | None] = {}  # loaded once (MiniLM: 90 MB)
         if self.settings.judge_prompt is not None:
@@ -312,27 +315,32 @@ class Engine:
 
     def close(self) -> None:
         """Close the HTTP clients, the event loops of :meth:`run` and the cache (the engine can be used again: it
-        opens what it needs)."""
-        with self._usage_lock:
-            runners = list(self._runners.values())
-            self._runners.clear()
-
-        def close_runners() -> None:
-            for runner in runners:
-                loop = runner.get_loop()
-                if loop.is_running():  # a thread still inside run(): its loop is left to it
-                    continue
-                self.http.close_loop(loop)
-                runner.close()
-
-        if runners and _loop_running():  # (closed from a coroutine: another thread may drive those loops)
-            closer = threading.Thread(target=close_runners, name="bineval-engine-close")
-            closer.start()
-            closer.join()
-        else:
-            close_runners()
+        opens what it needs). An engine dropped without it closes its loops and clients when it is collected."""
+        _close_loops(self._runners, self.http, self._usage_lock)
         if self.cache is not None:
             self.cache.close()
+
+
+def _close_loops(runners: dict[int, Any], http: HttpClients, lock: threading.Lock) -> None:
+    """Close the event loops of :meth:`Engine.run` (``runners``) and their HTTP clients."""
+    with lock:
+        todo = list(runners.values())
+        runners.clear()
+
+    def close() -> None:
+        for runner in todo:
+            loop = runner.get_loop()
+            if loop.is_running():  # a thread still inside run(): its loop is left to it
+                continue
+            http.close_loop(loop)
+            runner.close()
+
+    if todo and _loop_running():  # (closed from a coroutine: another thread may drive those loops)
+        closer = threading.Thread(target=close, name="bineval-engine-close")
+        closer.start()
+        closer.join()
+    else:
+        close()
 
 
 def _loop_running() -> bool:

@@ -11,12 +11,13 @@ floors post the messages pytest-bineval sends, rendered beforehand), run as:
 - **pytest-bineval**, ``--bineval-stream auto`` and ``off``: ``assert_passes`` with a pinned checklist of those
   questions, ``--bineval-cache off`` (every question is a request).
 
-Each is a fresh ``python -m pytest`` process; its CPU (user + system, from the OS's accounting of finished child
-processes) is measured at ``--tests`` tests and at a tenth of them, and the difference divided by the difference
-in tests is the **CPU per test** (the process's start-up, its imports included, falls out; it is shown apart). The
-figure is the median over ``--rounds`` rounds, the variants interleaved within each round; the ratios are to the
-httpx floor of the same run. The server's requests are counted and checked against the tests' (none lost, none
-extra beyond a structured-output probe), and the machine's load average is printed before and after.
+Each is a fresh ``python -m pytest`` process. Its **CPU per test** is the process's CPU time (user + system, all its
+threads) from the end of its first test to the end of its last, over the tests in between: what every further
+test costs once the process is warm (the first test's one-time work, such as importing litellm, and the process's
+start-up fall out; the start-up, first test included, is shown apart, from the OS's accounting of the finished
+process). The figure is the median over ``--rounds`` rounds, the variants interleaved within each round; the
+ratios are to the httpx floor of the same run. The server's requests are counted and checked against the tests'
+(none lost, none extra beyond a probe), and the machine's load average is printed before and after.
 """
 
 from __future__ import annotations
@@ -100,6 +101,23 @@ def test_floor(i):
         assert reply.choices[0].message.content
 '''
 
+_CONFTEST = '''
+import json
+import time
+
+_cpu = []
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _cpu.append(time.process_time())
+
+
+def pytest_sessionfinish(session):
+    with open("cpu.json", "w") as out:
+        json.dump({"after_first": _cpu[0] if _cpu else None, "after_last": _cpu[-1] if _cpu else None,
+                   "tests": len(_cpu)}, out)
+'''
+
 _BINEVAL = '''
 import pytest
 from pytest_bineval import Checklist, Question, assert_passes
@@ -151,6 +169,7 @@ def write_project(root: Path, variant: Variant, tests: int, n_questions: int, ba
                                source=SOURCE)
     path = root / "test_overhead.py"
     path.write_text(textwrap.dedent(text), encoding="utf-8")
+    (root / "conftest.py").write_text(textwrap.dedent(_CONFTEST), encoding="utf-8")
     return path
 
 
@@ -175,7 +194,8 @@ def _children_cpu() -> float:
 @dataclass
 class Run:
     tests: int
-    cpu_s: float
+    cpu_s: float  # the whole process, from the OS
+    per_test_s: float  # after the first test, per further test
     wall_s: float
     requests_seen: int
 
@@ -202,32 +222,34 @@ def run_once(root: Path, variant: Variant, tests: int, n_questions: int) -> Run:
     expected = tests * n_questions
     if not expected <= seen <= expected + 2:
         raise RuntimeError(f"{variant.name} ({tests} tests): the server saw {seen} requests, expected {expected}")
-    return Run(tests, cpu, wall, seen)
+    marks = json.loads((root / "cpu.json").read_text(encoding="utf-8"))
+    if marks["tests"] != tests:
+        raise RuntimeError(f"{variant.name}: {marks['tests']} tests ran, not {tests}")
+    per_test = (marks["after_last"] - marks["after_first"]) / (tests - 1)
+    return Run(tests, cpu, per_test, wall, seen)
 
 
 def measure_overhead(tests: int = 200, n_questions: int = 8, repeats: int = 3,
                      variants: tuple[Variant, ...] = VARIANTS, *, quiet: bool = False) -> dict[str, Any]:
-    """Every variant at ``tests`` and at a tenth of them, ``repeats`` rounds; the result as JSON-able data."""
-    small = max(1, tests // 10)
-    if small >= tests:
-        raise ValueError("--tests must be at least 2")
+    """Every variant over ``tests`` tests, ``repeats`` rounds; the result as JSON-able data."""
+    if tests < 2:
+        raise ValueError("--limit must be at least 2 tests")
     load_before = os.getloadavg()
     rounds: dict[str, list[dict[str, float]]] = {v.name: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="bineval-overhead-") as tmp:
         for r in range(repeats):
             for variant in variants:
-                few = run_once(Path(tmp) / variant.name, variant, small, n_questions)
-                many = run_once(Path(tmp) / variant.name, variant, tests, n_questions)
-                per_test = (many.cpu_s - few.cpu_s) / (tests - small)
+                run = run_once(Path(tmp) / variant.name, variant, tests, n_questions)
                 rounds[variant.name].append({
-                    "cpu_ms_per_test": per_test * 1000, "startup_cpu_s": few.cpu_s - per_test * small,
-                    "cpu_s": many.cpu_s, "wall_s": many.wall_s, "requests": many.requests_seen})
+                    "cpu_ms_per_test": run.per_test_s * 1000,
+                    "startup_cpu_s": run.cpu_s - run.per_test_s * (tests - 1),
+                    "cpu_s": run.cpu_s, "wall_s": run.wall_s, "requests": run.requests_seen})
                 if not quiet:
-                    print(f"round {r + 1}/{repeats} {variant.name}: {per_test * 1000:.1f} ms CPU per test "
-                          f"({many.cpu_s:.1f} s CPU, {many.wall_s:.1f} s wall for {tests} tests)", file=sys.stderr)
+                    print(f"round {r + 1}/{repeats} {variant.name}: {run.per_test_s * 1000:.1f} ms CPU per test "
+                          f"({run.cpu_s:.1f} s CPU, {run.wall_s:.1f} s wall for {tests} tests)", file=sys.stderr)
     load_after = os.getloadavg()
     result: dict[str, Any] = {
-        "tests": tests, "small": small, "questions": n_questions, "repeats": repeats,
+        "tests": tests, "questions": n_questions, "repeats": repeats,
         "load_before": load_before, "load_after": load_after, "cpus": os.cpu_count(),
         "machine": f"{platform.machine()}, Python {platform.python_version()}",
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "variants": {},
@@ -249,12 +271,12 @@ def render_overhead(r: dict[str, Any]) -> str:
     after = " / ".join(f"{x:.2f}" for x in r["load_after"])
     floor = r["variants"].get("httpx", {}).get("cpu_ms_per_test")
     lines = [
-        f"{r['tests']} parametrized tests x {r['questions']} requests (and {r['small']} for the start-up), an instant "
-        f"fake OpenAI-compatible server on 127.0.0.1, reply cache off, medians of {r['repeats']} rounds; "
+        f"{r['tests']} parametrized tests x {r['questions']} requests, an instant fake OpenAI-compatible server on "
+        f"127.0.0.1, reply cache off, medians of {r['repeats']} rounds; "
         f"{r['when']}, {r['machine']}, {r['cpus']} cores; load average (1/5/15 min) {load} before, {after} after",
         "",
         f"| what runs the same {r['questions']} requests per test | CPU ms per test | per request | x the httpx "
-        "floor | start-up CPU s | wall s |",
+        "floor | start-up and first test, CPU s | wall s |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for v in r["variants"].values():

@@ -45,7 +45,7 @@ from .parsing import (
     parse_json_object,
     reply_parts,
 )
-from .providers import continues_prefill, ensure_provider
+from .providers import continues_prefill, ensure_provider, warm_up
 from .retry import RetryPolicy, classify, retry_after
 from .streaming import CLOSED, NoStream, Streamed, read_stream, refuses_stream
 from .transports import transport_for
@@ -416,7 +416,7 @@ class LLMClient:
         # can be sent, so it does not count against the deadline: the deadline moves by the time it took (the
         # set-up blocks the event loop, so concurrent questions of this client lose that time together).
         setup_started = time.monotonic()
-        self._prepare(schema is not None)
+        self._prepare(request, schema is not None)
         if self.deadline is not None:
             self.deadline += time.monotonic() - setup_started
         base_messages, replaced = encodable_messages(request["messages"])
@@ -504,7 +504,7 @@ class LLMClient:
                 self.formats.streaming.learned(model, True)
             spent, impossible, response = reply_usage(response, model, sent, counter=self.formats.tokens,
                                             estimate=streamed is not None and not streamed.reported_usage)
-            if impossible is not None and self.formats.first_impossible_usage(model):
+            if impossible is not None and self.formats.first("impossible usage", model):
                 warnings.warn(f"{model} reported impossible usage ({impossible}): that reply's tokens are estimated "
                               "and its cost is unknown (said once per model)", BinevalUsageWarning, stacklevel=3)
             usage = usage + spent
@@ -544,13 +544,18 @@ class LLMClient:
             out["response_format"] = fmt
         return out
 
-    def _prepare(self, structured: bool) -> None:
+    def _prepare(self, request: dict[str, Any], structured: bool) -> None:
         """What must be ready before the first request: the provider (litellm imported, the embedded model
-        registered) and the structured-output form of the model (``structured``)."""
+        registered), the HTTP side (httpx and its event-loop backend imported), litellm's code for the provider
+        (loaded at its first request, a second or more on a cold process: :func:`~.providers.warm_up`) when
+        litellm serves the request, and the structured-output form of the model (``structured``)."""
         model = self.settings.model
         ensure_provider(model)
         if transport_for(model) is None:
             import_litellm()
+            self.http.ready()
+            if not openai_compat.goes_direct(request, self.settings.api_base) and self.formats.first("warm-up", model):
+                warm_up(model, self.settings.api_base)
         if structured:
             self.formats.form(model, self._remembered_form)
 

@@ -133,6 +133,16 @@ class HttpClients:
                 self.made["ssl"] += 1
             return self._ssl
 
+    @staticmethod
+    def ready() -> None:
+        """Import what the first request would import (httpx's transport, its event-loop backend), so that a
+        process's first request spends its time on the request (the caller's deadline does not count this)."""
+        import anyio._backends._asyncio  # noqa: F401  (httpcore's backend on asyncio, loaded at the first I/O)
+        import h11  # noqa: F401
+        import httpcore  # noqa: F401  (httpx imports it when its first transport is made)
+
+        _scheme_transport()
+
     def keep(self, loop: asyncio.AbstractEventLoop) -> None:
         """Pool the clients of ``loop`` until :meth:`close_loop` (a loop the engine runs itself)."""
         with self._lock:

@@ -90,13 +90,13 @@ def remembered_form(entry: dict[str, Any] | None) -> Form | None:
 class FormatNegotiator:
     """Per model, the structured-output form to ask for, and (``streaming``) whether it streams; thread- and
     task-safe (requests run concurrently). Also what the session knows of each provider's replies: ``tokens``
-    (token estimates) and the models whose impossible usage was already said (:meth:`first_impossible_usage`)."""
+    (token estimates) and what was done once per model (:meth:`first`)."""
 
     def __init__(self) -> None:
         self.streaming = StreamNegotiator()
         self.tokens = TokenCounter()
         self._forms: dict[str, Form] = {}
-        self._usage_said: set[str] = set()
+        self._once: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def form(self, model: str, remembered: Callable[[str], Form | None] | None = None) -> Form:
@@ -110,12 +110,13 @@ class FormatNegotiator:
         with self._lock:
             return self._forms.setdefault(model, first)
 
-    def first_impossible_usage(self, model: str) -> bool:
-        """True the first time this is asked for ``model`` (its impossible usage is said once)."""
+    def first(self, what: str, model: str) -> bool:
+        """True the first time ``what`` is asked for ``model`` (something done or said once per model: its
+        impossible usage said, its provider's code warmed up)."""
         with self._lock:
-            if model in self._usage_said:
+            if (what, model) in self._once:
                 return False
-            self._usage_said.add(model)
+            self._once.add((what, model))
             return True
 
     def downgrade(self, model: str, rejected: Form) -> tuple[Form | None, bool]:

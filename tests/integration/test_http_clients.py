@@ -6,6 +6,7 @@ structured-output form learned in one run remembered in the next (issues 32 and 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import ssl
 import threading
@@ -250,3 +251,63 @@ def test_a_refused_json_schema_costs_one_request_once_not_once_per_run(tmp_path:
         assert [(r.body.get("response_format") or {}).get("type") for r in other.received][:1] == ["json_schema"]
     finally:
         other.stop()
+
+
+# -- start-up does not eat the first deadline (issue 33, item 13) --------------------------------------------------
+
+FIRST_REQUEST = '''
+import json, os, sys
+os.environ["ANTHROPIC_API_KEY"] = "test-key-not-real"
+from pytest_bineval import Checklist, Question, Settings
+from pytest_bineval.engine import Engine
+from pytest_bineval.llm import client as client_module
+
+imported = []
+original = client_module.LLMClient._call
+
+
+async def watched(self, request, until=None):
+    before = set(sys.modules)
+    try:
+        return await original(self, request, until)
+    finally:
+        imported.append(sorted(set(sys.modules) - before))
+
+client_module.LLMClient._call = watched
+model, base, stream = sys.argv[1], sys.argv[2], sys.argv[3]
+engine = Engine(Settings(model=model, api_base=base, cache="off", timeout=30, retries=0, concurrency=1,
+                         stream=stream))
+checklist = Checklist(task="T", dimensions={"d": "D"}, questions=[
+    Question(id=f"d-{i}", dimension="d", text=f"Is check {i} met?") for i in (1, 2)])
+result = engine.evaluate("x", checklist)
+engine.close()
+print(json.dumps({"answers": [v.answer for v in result.verdicts], "imported": imported}))
+'''
+
+
+@pytest.mark.parametrize("stream", ["auto", "off"])
+@pytest.mark.parametrize("provider", ["openai-compatible", "anthropic"])
+def test_the_first_request_of_a_process_does_no_set_up(tmp_path: Path, provider: str, stream: str) -> None:
+    """What a cold process sets up (litellm, its code for the provider, httpx and its event-loop backend) is done
+    before the evaluation's deadline starts to count, never inside a request (where a short --bineval-timeout on a
+    busy machine made the first evaluation of a run an error): no module is imported during any request."""
+    import subprocess
+    import sys
+
+    def respond(req: Received, index: int) -> Reply:
+        if provider == "anthropic":
+            return Reply(200, anthropic_message(VERDICT_YES, model="claude-haiku-4-5"))
+        return Reply(200, completion(VERDICT_YES))
+
+    paths = ("/v1/messages",) if provider == "anthropic" else ("/chat/completions",)
+    with FaultServer(respond, paths=paths) as server:
+        model, base = (("anthropic/claude-haiku-4-5", server.root_url) if provider == "anthropic"
+                       else ("openai/fault", server.base_url))
+        script = tmp_path / "first.py"
+        script.write_text(FIRST_REQUEST, encoding="utf-8")
+        proc = subprocess.run([sys.executable, str(script), model, base, stream], capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["answers"] == ["yes", "yes"]
+    assert result["imported"] and all(not modules for modules in result["imported"]), result["imported"]
