@@ -9,7 +9,8 @@ floors post the messages pytest-bineval sends, rendered beforehand), run as:
   ``httpx.Client`` kept for the module, each reply decoded;
 - **litellm**: the same with ``litellm.completion`` (not streamed), what a plain litellm call costs;
 - **pytest-bineval**, ``--bineval-stream auto`` and ``off``: ``assert_passes`` with a pinned checklist of those
-  questions, ``--bineval-cache off`` (every question is a request).
+  questions, ``--bineval-cache off`` (every question is a request), each test's output its own (as in a suite: no
+  per-text memo serves another test).
 
 Each is a fresh ``python -m pytest`` process. Its **CPU per test** is the process's CPU time (user + system, all its
 threads) from the end of its first test to the end of its last, over the tests in between: what every further
@@ -128,7 +129,10 @@ CHECKLIST = Checklist(task={task!r}, dimensions={{"consistency": "States only fa
 
 @pytest.mark.parametrize("i", range({tests}))
 def test_summary(i):
-    assert_passes({output!r}, checklist=CHECKLIST, source={source!r})
+    assert_passes(f"{{OUTPUT}} (summary {{i}})", checklist=CHECKLIST, source=SOURCE)
+
+
+OUTPUT, SOURCE = {output!r}, {source!r}
 '''
 
 

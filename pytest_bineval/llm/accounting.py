@@ -6,8 +6,9 @@ reply is counted as one whose usage is unknown: its tokens are estimated (as for
 and its cost is unknown; the client says so once per model (:class:`BinevalUsageWarning`). So a provider cannot
 spend a token budget backwards or print 10**30 tokens.
 
-Estimates: the prompt's and the reply's tokens by litellm's tokenizer (counted once per distinct message text: the
-judge's instructions and turns repeat in every question), else about four characters to a token.
+Estimates: the prompt's and the reply's tokens by litellm's tokenizer for the model (counted once per distinct
+message text: the judge's instructions and turns repeat in every question; in a process that never imported litellm,
+tiktoken's cl100k_base, which litellm uses for a model it does not know), else about four characters to a token.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 from typing import Any
 
 from ..models import Usage
-from ._litellm import import_litellm
+from ._litellm import import_litellm, imported_litellm, litellm_knows, tiktoken_count
 from .caching import Points, cache_minimum
 from .parsing import get
 from .streaming import estimate_tokens
@@ -100,7 +101,10 @@ class TokenCounter:
         if known is not None:
             return known
         try:
-            count = int(import_litellm().token_counter(model=model, text=text))
+            litellm = imported_litellm()
+            count = (int(litellm.token_counter(model=model, text=text)) if litellm is not None
+                     else tiktoken_count(text))  # (a process that never imported litellm judges a model it does
+            # not know: litellm would count with this tokenizer)
         except Exception:
             count = estimate_tokens(text)
         with self._lock:
@@ -108,6 +112,10 @@ class TokenCounter:
                 self._known.clear()
             self._known[key] = count
         return count
+
+    def ready(self, model: str) -> None:
+        """Load the tokenizer of ``model`` now (its first count loads it: a set-up, not a request's work)."""
+        self.text(model, "ready")
 
     def messages(self, model: str, messages: list[dict[str, Any]]) -> int:
         """A chat prompt's tokens: each message's role and text, plus OpenAI's framing (3 tokens a message, 3 for
@@ -197,13 +205,15 @@ def short_prefix(response: Any, model: str, api_base: str | None, messages: list
 
 def _cost(response: Any, cache_read: int = 0, cache_write: int = 0) -> float | None:
     try:
-        litellm = import_litellm()
         model = str(get(response, "model") or "")
         if isinstance(response, dict):  # a streamed reply put back together (:mod:`.streaming`), or the direct path's
             provider = response.get("provider")
         else:
             hidden = getattr(response, "_hidden_params", None) or {}
             provider = hidden.get("custom_llm_provider") if isinstance(hidden, dict) else None
+        if not litellm_knows(model, f"{provider}/{model}"):
+            return None  # (known without importing litellm)
+        litellm = import_litellm()
         known = litellm.model_cost
         candidates = [c for c in (model, f"{provider}/{model}" if provider else model) if c in known]
         if not candidates:

@@ -546,16 +546,20 @@ class LLMClient:
 
     def _prepare(self, request: dict[str, Any], structured: bool) -> None:
         """What must be ready before the first request: the provider (litellm imported, the embedded model
-        registered), the HTTP side (httpx and its event-loop backend imported), litellm's code for the provider
-        (loaded at its first request, a second or more on a cold process: :func:`~.providers.warm_up`) when
-        litellm serves the request, and the structured-output form of the model (``structured``)."""
+        registered), the HTTP side (httpx and its event-loop backend imported), litellm and its code for the
+        provider (loaded at its first request, a second or more on a cold process: :func:`~.providers.warm_up`)
+        when litellm serves the request, the tokenizer that estimates a stream closed early, and the
+        structured-output form of the model (``structured``)."""
         model = self.settings.model
         ensure_provider(model)
         if transport_for(model) is None:
-            import_litellm()
             self.http.ready()
-            if not openai_compat.goes_direct(request, self.settings.api_base) and self.formats.first("warm-up", model):
-                warm_up(model, self.settings.api_base)
+            if not openai_compat.goes_direct(request, self.settings.api_base):
+                import_litellm()
+                if self.formats.first("warm-up", model):
+                    warm_up(model, self.settings.api_base)
+            if self.may_stream():  # a stream closed after its answer has its tokens counted by the tokenizer
+                self.formats.tokens.ready(model)
         if structured:
             self.formats.form(model, self._remembered_form)
 

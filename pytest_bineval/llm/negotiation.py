@@ -54,11 +54,13 @@ def initial_form(model: str) -> Form:
     """``json_schema``, unless litellm knows this model and says it takes no schema (then ``json_object``) or no
     ``response_format`` at all (then ``prompt``). A model litellm does not know, and an in-process provider, are
     asked for ``json_schema`` (a transport of :mod:`.transports` without importing litellm)."""
-    from ._litellm import import_litellm
+    from ._litellm import import_litellm, imported_litellm, litellm_knows
     from .transports import transport_for
 
     if transport_for(model) is not None:
         return "json_schema"  # an in-process transport (a scripted fake) takes what it is given
+    if imported_litellm() is None and not litellm_knows(model, model.split("/", 1)[-1]):
+        return "json_schema"  # (no provider is registered in a litellm not imported: its price list is all)
     litellm = import_litellm()
     provider = model.split("/", 1)[0] if "/" in model else ""
     if any(entry.get("provider") == provider for entry in litellm.custom_provider_map or []):

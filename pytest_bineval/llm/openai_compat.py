@@ -6,7 +6,8 @@ proxy) whose ``<name>`` litellm does not know, when every parameter of the reque
 (:data:`BODY_PARAMS`, plus ``api_key``, ``extra_headers`` and ``extra_body``): for such a request litellm only
 passes the parameters on, at a cost in CPU several times that of the request itself (issue 32). A model litellm
 knows (its price, its parameter rules: ``max_completion_tokens``, unsupported ``temperature``), any other
-parameter, and every other provider keep litellm's path.
+parameter, and every other provider keep litellm's path. A process whose requests all take this path never imports
+litellm (seconds of CPU per process: :mod:`._litellm`).
 
 What the client sees is what it saw through litellm: a chat completion (a dict) for a plain request, a
 :class:`~.streaming.Streamed` reply for a streamed one (``stream_options.include_usage`` asked; the stream closed
@@ -24,7 +25,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ._litellm import import_litellm
+from ._litellm import litellm_knows
 from .parsing import MalformedResponse, clip
 from .streaming import NoStream, Streamed, read_stream, sse_data
 
@@ -47,8 +48,7 @@ def goes_direct(request: dict[str, Any], api_base: str | None) -> bool:
         return False
     if any(k not in BODY_PARAMS and k not in _CLIENT_PARAMS for k in request):
         return False
-    known = import_litellm().model_cost
-    return model not in known and model.split("/", 1)[1] not in known
+    return not litellm_knows(model, model.split("/", 1)[1])
 
 
 class APIStatusError(Exception):

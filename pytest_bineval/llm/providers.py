@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from ..errors import BinevalError
-from ._litellm import import_litellm
+from ._litellm import import_litellm, imported_litellm
 from .local import DEFAULT_MODEL, EMBEDDED_CONTEXT, EMBEDDED_PROVIDER, is_embedded, make_embedded_handler
 from .transports import transport_for, unregister_transport
 
@@ -36,7 +36,11 @@ def register_provider(name: str, handler: Any) -> None:
 
 
 def registered_handler(name: str) -> Any | None:
-    for entry in import_litellm().custom_provider_map or []:
+    """The in-process handler registered in litellm as provider ``name``, or None (litellm not imported: none)."""
+    litellm = imported_litellm()
+    if litellm is None:
+        return None
+    for entry in litellm.custom_provider_map or []:
         if entry.get("provider") == name:
             return entry["custom_handler"]
     return None

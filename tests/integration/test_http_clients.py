@@ -263,17 +263,26 @@ from pytest_bineval.engine import Engine
 from pytest_bineval.llm import client as client_module
 
 imported = []
-original = client_module.LLMClient._call
+original, usage_of = client_module.LLMClient._call, client_module.reply_usage
 
 
-async def watched(self, request, until=None):
+async def watched(self, request, until=None):  # the request
     before = set(sys.modules)
     try:
         return await original(self, request, until)
     finally:
         imported.append(sorted(set(sys.modules) - before))
 
+
+def counted(*args, **kwargs):  # what the reply cost (a stream closed early: its tokens counted by a tokenizer)
+    before = set(sys.modules)
+    try:
+        return usage_of(*args, **kwargs)
+    finally:
+        imported.append(sorted(set(sys.modules) - before))
+
 client_module.LLMClient._call = watched
+client_module.reply_usage = counted
 model, base, stream = sys.argv[1], sys.argv[2], sys.argv[3]
 engine = Engine(Settings(model=model, api_base=base, cache="off", timeout=30, retries=0, concurrency=1,
                          stream=stream))
@@ -281,16 +290,18 @@ checklist = Checklist(task="T", dimensions={"d": "D"}, questions=[
     Question(id=f"d-{i}", dimension="d", text=f"Is check {i} met?") for i in (1, 2)])
 result = engine.evaluate("x", checklist)
 engine.close()
-print(json.dumps({"answers": [v.answer for v in result.verdicts], "imported": imported}))
+print(json.dumps({"answers": [v.answer for v in result.verdicts], "imported": imported,
+                  "litellm": "litellm" in sys.modules}))
 '''
 
 
 @pytest.mark.parametrize("stream", ["auto", "off"])
 @pytest.mark.parametrize("provider", ["openai-compatible", "anthropic"])
 def test_the_first_request_of_a_process_does_no_set_up(tmp_path: Path, provider: str, stream: str) -> None:
-    """What a cold process sets up (litellm, its code for the provider, httpx and its event-loop backend) is done
-    before the evaluation's deadline starts to count, never inside a request (where a short --bineval-timeout on a
-    busy machine made the first evaluation of a run an error): no module is imported during any request."""
+    """What a cold process sets up (litellm, its code for the provider, httpx and its event-loop backend, the
+    tokenizer) is done before the evaluation's deadline starts to count, never inside a request or the counting of
+    its reply (where a short --bineval-timeout on a busy machine made the first evaluation of a run an error): no
+    module is imported there. An OpenAI-compatible server litellm does not know never imports litellm."""
     import subprocess
     import sys
 
@@ -311,3 +322,4 @@ def test_the_first_request_of_a_process_does_no_set_up(tmp_path: Path, provider:
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["answers"] == ["yes", "yes"]
     assert result["imported"] and all(not modules for modules in result["imported"]), result["imported"]
+    assert result["litellm"] == (provider == "anthropic")

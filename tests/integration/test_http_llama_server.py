@@ -1,19 +1,22 @@
 """A real OpenAI-compatible judge over HTTP: llama.cpp's own server (``python -m llama_cpp.server``, from
-``llama-cpp-python[server]``) serving the embedded GGUF on 127.0.0.1, reached through litellm as
-``openai/smollm2`` with ``--bineval-api-base``. It rejects ``json_schema`` (HTTP 500), takes ``json_object``
-with a schema, and returns logprobs: the negotiation, the parser and P(yes) are tested against it as it is.
+``llama-cpp-python[server]``) serving the embedded GGUF on 127.0.0.1, reached as ``openai/smollm2`` with
+``--bineval-api-base`` (the direct path: a model litellm does not know, over pooled httpx clients). It rejects
+``json_schema`` (HTTP 500), takes ``json_object`` with a schema, and returns logprobs: the negotiation, the parser and
+P(yes) are tested against it as it is.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from pytest_bineval import Checklist, Question, Settings
 from pytest_bineval.engine import Engine
 from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer
+from pytest_bineval.models import Usage
 from pytest_bineval.record import ReportDocument
 
 pytest_plugins = ["pytester"]
@@ -120,3 +123,25 @@ def test_assert_passes_through_the_plugin_then_from_the_cache(pytester: pytest.P
 
     assert answers(report) == answers(rerun)
     assert json.loads((pytester.path / "again.json").read_text())["evaluations"][0]["verdicts"][0]["cached"]
+
+
+def test_one_client_serves_the_run_and_the_refused_form_is_remembered(llama_server: str, tmp_path: Path) -> None:
+    """The direct path against the real server: one HTTP client (keep-alive) per engine for all its evaluations,
+    closed at the end; the json_schema refusal learned in one run is read from the reply cache by the next (issues
+    32 and 33, item 17)."""
+    def run(output: str) -> Usage:
+        engine = Engine(Settings(model=f"openai/{ALIAS}", api_base=llama_server, cache_dir=str(tmp_path),
+                                 concurrency=3, timeout=120.0))
+        try:
+            usages = [engine.evaluate(text, CHECKLIST, ARTICLE).usage for text in (output, output + " It is new.")]
+            assert engine.http.made["httpx"] == 1 and engine.http.made.get("ssl", 0) == 0
+        finally:
+            engine.close()
+        assert engine.http.open_clients() == 0
+        return Usage.total(usages)
+
+    first = run("Lyon opened a 40 million euro bridge.")
+    assert first.failed_requests == 1 and first.llm_calls == 6 + 1
+    second = run("Lyon built a bridge for 40 million euros.")  # new outputs: every question is asked again
+    assert (second.llm_calls, second.failed_requests, second.cache_hits) == (6, 0, 0)
+    assert second.structured_output == {f"openai/{ALIAS}": "json_object"}
