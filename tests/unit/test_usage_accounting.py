@@ -72,10 +72,10 @@ def test_an_impossible_early_report_of_a_stream_is_not_used() -> None:
     assert problem == "prompt_tokens=-5" and usage.prompt_tokens > 0 and usage.estimated_requests == 1
 
 
-def test_token_counter_counts_each_text_once() -> None:
-    counter = TokenCounter()
-    calls: list[str] = []
+def test_token_counter_counts_each_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
     import pytest_bineval.llm.accounting as accounting
+
+    calls: list[str] = []
 
     class Fake:
         @staticmethod
@@ -83,14 +83,23 @@ def test_token_counter_counts_each_text_once() -> None:
             calls.append(text)
             return len(text) // 4
 
-    original = accounting.import_litellm
-    accounting.import_litellm = lambda: Fake  # type: ignore[assignment]
-    try:
-        first = counter.messages("m", MESSAGES)
-        second = counter.messages("m", MESSAGES)
-    finally:
-        accounting.import_litellm = original
+    monkeypatch.setattr(accounting, "imported_litellm", lambda: Fake)
+    counter = TokenCounter()
+    first = counter.messages("m", MESSAGES)
+    second = counter.messages("m", MESSAGES)
     assert first == second > 0 and len(calls) == 4  # two roles and two texts, once each
+
+
+def test_without_litellm_the_tokens_are_counted_as_litellm_counts_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that never imported litellm (the direct path) counts with the tokenizer litellm uses for a model it
+    does not know."""
+    import pytest_bineval.llm.accounting as accounting
+    from pytest_bineval.llm._litellm import import_litellm
+
+    text = "The council approved a new library, to open by 2027. " * 7
+    expected = import_litellm().token_counter(model="openai/not-a-known-model", text=text)
+    monkeypatch.setattr(accounting, "imported_litellm", lambda: None)
+    assert TokenCounter().text("openai/not-a-known-model", text) == expected
 
 
 @pytest.mark.parametrize("field", ["prompt_tokens", "llm_calls", "completion_tokens", "estimated_requests"])
