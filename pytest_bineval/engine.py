@@ -1,4 +1,4 @@
-"""The engine: one cache, the clients, a running usage total, and the two operations (checklist generation,
+"""The engine: one cache, the clients, the ledger it adds its usage into, and the two operations (checklist generation,
 evaluation). Its :class:`~pytest_bineval.settings.Settings` are the one definition of every default.
 
 Sync callers run the engine's coroutines with :meth:`Engine.run`: on one event loop per thread, kept until
@@ -25,7 +25,7 @@ from . import judge as _judge
 from .budget import Budget, parse_budget
 from .dimensions import DimensionsArg
 from .errors import BinevalError, BudgetReachedError, InputTooLargeError
-from .llm.cache import ResponseCache
+from .llm.cache import ResponseCache, cache_signing
 from .llm.client import LLMClient, ModelSettings
 from .llm.http import HttpClients
 from .llm.local import is_embedded
@@ -35,8 +35,10 @@ from .models import Checklist, ConfirmCost, Evaluation, ExplainMode, Usage, Verd
 from .prompting import Prompt, load_judge_prompt
 from .qworld import QworldConfig, parse_widths
 from .repeats import combine_repeats
+from .report.ledger import RunLedger
 from .settings import Settings
 from .similarity import Similarity, make_similarity
+from .sources import SourceArg, source_text
 
 __all__ = ["Engine", "Settings", "run_sync"]
 
@@ -44,40 +46,40 @@ T = TypeVar("T")
 
 
 def reply_cache(s: Settings) -> ResponseCache:
-    """The reply cache of the settings: Redis at ``cache_url`` when it is given, else the cache directory."""
+    """The reply cache of the settings: Redis at ``cache_url`` when it is given, else the cache directory (signed
+    entries with ``cache_key_env``)."""
+    signing = cache_signing(s.cache_key_env, s.cache)
     if s.cache_url:
         from .llm.redis_cache import RedisCache
 
-        return RedisCache(s.cache_url, s.cache, prefix=s.cache_prefix, ttl=s.cache_ttl)
-    return ResponseCache(Path(os.path.expanduser(s.cache_dir)), s.cache, ttl=s.cache_ttl)
+        return RedisCache(s.cache_url, s.cache, prefix=s.cache_prefix, ttl=s.cache_ttl, signing=signing)
+    return ResponseCache(Path(os.path.expanduser(s.cache_dir)), s.cache, ttl=s.cache_ttl, signing=signing)
 
 
 class Engine:
-    """Generates checklists and evaluates outputs; keeps a running total of usage (every request made) and the
-    session's structured-output negotiation (``formats``: what each model's provider accepts, learned once)."""
+    """Generates checklists and evaluates outputs; adds what it spends (every request made) into its
+    :class:`~pytest_bineval.report.ledger.RunLedger` (the one it is given: the session's in a pytest run; else a
+    private one), and keeps the session's structured-output negotiation (``formats``: what each model's provider
+    accepts, learned once)."""
 
-    def __init__(self, settings: Settings | None = None, *, cache: ResponseCache | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, cache: ResponseCache | None = None,
+                 ledger: RunLedger | None = None) -> None:
         self.settings = settings or Settings()
         if cache is None and self.settings.cache != "off":
             cache = reply_cache(self.settings)
         self.cache = cache
-        self.usage = Usage()
-        self.checklist_usage = Usage()  # of that, what checklist generation spent (no evaluation record carries it)
-        self.confirm_cost = ConfirmCost()  # what --bineval-confirm asked (its re-asks' usage is in the total)
-        # assert_passes may run in several threads of one test (each with its event loop): the running total is
-        # updated under this lock, so that no request, token or cache hit of a concurrent evaluation is lost
-        self._usage_lock = threading.Lock()
+        self.ledger = ledger if ledger is not None else RunLedger()
         s = self.settings
         self.budget: Budget | None = None
         if s.budget is not None:
             b = parse_budget(s.budget)
             self.budget = Budget(b.amount, b.unit, workers=max(1, s.budget_workers))
-        self.budget_refused = 0  # evaluations and checklist generations refused: the budget was spent
         self.formats = FormatNegotiator()
         self.http = HttpClients()
         self._runners: dict[int, Any] = {}  # thread -> its asyncio.Runner (run())
+        self._runners_lock = threading.Lock()
         # an engine dropped without close(): its loops and clients are closed when it is collected
-        weakref.finalize(self, _close_loops, self._runners, self.http, self._usage_lock)
+        weakref.finalize(self, _close_loops, self._runners, self.http, self._runners_lock)
         self._judge_prompt: Prompt | None = None
         self._similarity: dict[tuple[str, float | None], Similarity | None] = {}  # loaded once (MiniLM: 90 MB)
         if self.settings.judge_prompt is not None:
@@ -90,28 +92,45 @@ class Engine:
 
         return prompt_digest(self._judge_prompt if self._judge_prompt is not None else load_prompt("judge"))
 
+    @property
+    def usage(self) -> Usage:
+        """Everything spent so far, as the ledger counts it (read-only: :meth:`add_usage` adds to it)."""
+        return self.ledger.usage
+
     def add_usage(self, usage: Usage, *, checklist: bool = False, confirm: ConfirmCost | None = None) -> None:
-        """Add ``usage`` to the running total, atomically (evaluations may run in several threads at once);
-        ``checklist``: spent generating a checklist (kept apart too: :attr:`checklist_usage`); ``confirm``: what
-        confirming an evaluation asked (``usage`` is its re-asks'; kept apart too: :attr:`confirm_cost`)."""
-        with self._usage_lock:
-            self.usage = self.usage + usage
-            if checklist:
-                self.checklist_usage = self.checklist_usage + usage
-            if confirm is not None:
-                self.confirm_cost = self.confirm_cost + confirm
+        """Add ``usage`` to the ledger, atomically (assert_passes may run in several threads of one test, each with
+        its event loop: no request, token or cache hit of a concurrent evaluation is lost); ``checklist``: spent
+        generating a checklist (counted apart too: ``ledger.checklist_usage``); ``confirm``: what confirming an
+        evaluation asked (``usage`` is its re-asks'; counted apart too: ``ledger.confirm_cost``)."""
+        self.ledger.add(RunLedger(usage=usage, checklist_usage=usage if checklist else Usage(),
+                                  confirm_cost=confirm or ConfirmCost()))
 
     def check_budget(self) -> None:
         """Raise :class:`BudgetReachedError` (and count the refusal) when the budget is spent (:mod:`.budget`)."""
         if self.budget is None:
             return
-        with self._usage_lock:
-            u = self.usage
-            why = self.budget.refusal(u.cost_usd, u.prompt_tokens + u.completion_tokens, u.unpriced_requests)
-            if why is not None:
-                self.budget_refused += 1
+        u = self.ledger.usage
+        why = self.budget.refusal(u.cost_usd, u.prompt_tokens + u.completion_tokens, u.unpriced_requests)
         if why is not None:
+            self.ledger.add(RunLedger(budget_refused=1))
             raise BudgetReachedError(why)
+
+    def cache_notes(self) -> list[str]:
+        """A read-only (or replay) cache directory that holds no cache: said plainly, since nothing else fails (in
+        CI it means the step that restores the cache found none, or put it elsewhere)."""
+        s = self.settings
+        if s.cache not in ("read-only", "replay") or s.cache_url:
+            return []
+        directory = Path(s.cache_dir)
+        if (directory / "cache.db").is_file():
+            return []
+        what = "it holds no cache.db" if directory.is_dir() else "no such directory"
+        then = ("every question was sent to the judge" if s.cache == "read-only"
+                else "every reply was missing (replay sends no request)")
+        return [f"bineval: --bineval-cache {s.cache} (or the bineval_cache ini key), but there is no cache at "
+                f"{directory} ({what}): {then} and nothing was written. In CI this means the cache was not restored: "
+                f"the restore step found no cache for its key, or restored it to another path than the cache "
+                f"directory (--bineval-cache-dir / bineval_cache_dir); check that step's log."]
 
     def client(self, model: str, *, repeat: int = 0, deadline: float | None = None) -> LLMClient:
         """A client of ``model`` sharing this engine's cache and negotiation; ``repeat`` > 0 keys its cache entries
@@ -172,17 +191,20 @@ class Engine:
         self.add_usage(usage, checklist=True)
         return result
 
-    async def aevaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
+    async def aevaluate(self, output: str, checklist: Checklist, source: SourceArg = None, *,
                         model: str | None = None, prompt: Prompt | None = None,
                         question_first: bool = False, explain: ExplainMode | None = None) -> Evaluation:
-        """Judge ``output``; ``prompt``: an evaluator prompt for this call (default: the settings' judge prompt,
-        else the packaged one); ``explain``: the explain mode for this call (default: the settings')."""
+        """Judge ``output``; ``source``: a text or a list of documents (:mod:`pytest_bineval.sources`);
+        ``prompt``: an evaluator prompt for this call (default: the settings' judge prompt, else the packaged one);
+        ``explain``: the explain mode for this call (default: the settings'). The input is checked by the caller,
+        where it came in (:meth:`evaluate` checks it; so do ``assert_passes`` and ``pytest_bineval.evaluate``)."""
         async with self.http.scope():  # the HTTP clients of this loop serve every request of it
             return await self._aevaluate(output, checklist, source, model=model, prompt=prompt,
                                          question_first=question_first, explain=explain)
 
-    async def _aevaluate(self, output: str, checklist: Checklist, source: str | None, *, model: str | None,
+    async def _aevaluate(self, output: str, checklist: Checklist, source: SourceArg, *, model: str | None,
                          prompt: Prompt | None, question_first: bool, explain: ExplainMode | None) -> Evaluation:
+        text = source_text(source)  # documents: numbered and delimited, as the judge reads them
         self.check_budget()
         name = model or self.settings.judge_model
         # The embedded model is one in-process instance: ask its questions back to back.
@@ -193,7 +215,7 @@ class Engine:
         async def once(repeat: int, limit: int) -> Evaluation:
             # each evaluation (each repeat of it) has its deadline: timeout * (retries + 1) + 1 s from its start
             client = self.client(name, repeat=repeat, deadline=self.assertion_deadline())
-            return await _judge.judge(client, output, checklist, source, concurrency=limit,
+            return await _judge.judge(client, output, checklist, text, concurrency=limit,
                                       question_first=question_first, prompt=prompt or self._judge_prompt,
                                       explain=explain or self.settings.explain)
 
@@ -205,7 +227,7 @@ class Engine:
                 raise
             self.add_usage(result.usage)
             if self.settings.confirm:
-                result = await self._confirm(result, output, checklist, source, name, concurrency=concurrency,
+                result = await self._confirm(result, output, checklist, text, name, concurrency=concurrency,
                                              question_first=question_first, prompt=prompt or self._judge_prompt)
             return result
         # Every repeat asks the whole checklist again, with its own cache entries; hosted models share the
@@ -255,14 +277,7 @@ class Engine:
             reasks: list[Verdict] = []
             while _confirm.ask_again([first.answer, *(r.answer for r in reasks)], s.confirm, s.confidence):
                 client = self.client(name, repeat=len(reasks) + 1, deadline=deadline)
-                async with semaphore:
-                    try:
-                        verdict, usage = await _judge.judge_question(client, messages, question, "none")
-                    except Exception as exc:
-                        spent.append(_judge.usage_of_error(exc))
-                        raise
-                spent.append(usage)
-                reasks.append(verdict)
+                reasks.append(await _judge.reask(client, messages, question, semaphore, spent))
             return _confirm.confirmed(first, reasks, s.confidence), len(reasks)
 
         asked = [v for v in result.verdicts if v.decided_by == "judge"]
@@ -284,7 +299,7 @@ class Engine:
         return self.run(self.achecklist(task, dimensions, model=model, strategy=strategy, question=question,
                                         qworld=qworld))
 
-    def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
+    def evaluate(self, output: str, checklist: Checklist, source: SourceArg = None, *,
                  model: str | None = None) -> Evaluation:
         _judge.check_output(output, source)
         return self.run(self.aevaluate(output, checklist, source, model=model))
@@ -304,7 +319,7 @@ class Engine:
         if factory is None:
             return None
         thread = threading.get_ident()
-        with self._usage_lock:
+        with self._runners_lock:
             runner = self._runners.get(thread)
             if runner is not None and not runner.get_loop().is_closed():
                 return runner
@@ -316,7 +331,7 @@ class Engine:
     def close(self) -> None:
         """Close the HTTP clients, the event loops of :meth:`run` and the cache (the engine can be used again: it
         opens what it needs). An engine dropped without it closes its loops and clients when it is collected."""
-        _close_loops(self._runners, self.http, self._usage_lock)
+        _close_loops(self._runners, self.http, self._runners_lock)
         if self.cache is not None:
             self.cache.close()
 

@@ -1,4 +1,5 @@
-"""Exceptions raised by pytest-bineval: every one derives from :class:`BinevalError`.
+"""Exceptions and warnings of pytest-bineval: every exception derives from :class:`BinevalError`, every warning
+from :class:`BinevalWarning` (``-W error::pytest_bineval.BinevalWarning`` turns them all into errors).
 
 The plugin reports a :class:`BinevalError` raised by a test as an *error* of the test (it could not be
 scored), except :class:`BinevalAssertionError`, which is the verdict "below threshold" (a failure).
@@ -32,6 +33,13 @@ class DataFileError(BinevalError, ValueError):
 
 class MissingExtraError(BinevalError, ImportError):
     """An optional dependency (the embedded model's extra) is not installed."""
+
+
+def install_hint(extra: str, *more: str) -> str:
+    """How to install the optional extra ``extra`` as pytest-bineval is installed today (no release on PyPI: an
+    editable install from a clone), then ``more`` (``pip install --no-deps ...`` of a package fetched apart)."""
+    line = " && ".join([f'pip install -e ".[{extra}]"', *(f"pip install --no-deps {m}" for m in more)])
+    return f"{line} (in a clone of pytest-bineval; docs/getting-started.md)"
 
 
 class ChecklistGenerationError(BinevalError):
@@ -79,3 +87,63 @@ class BinevalAssertionError(BinevalError, AssertionError):
     def __init__(self, message: str, evaluation: object | None = None) -> None:
         super().__init__(message)
         self.evaluation = evaluation
+
+
+class CheckError(UsageError):
+    """A check that is not in the catalogue, or whose parameters do not fit its kind."""
+
+
+class CheckTimeout(BinevalError):
+    """A check that did not finish within its bound (a regular expression that backtracks catastrophically)."""
+
+
+class GenerationCancelled(BinevalError):
+    """The embedded model stopped a generation because its request was cancelled; the tokens it had used."""
+
+    def __init__(self, prompt_tokens: int, completion_tokens: int) -> None:
+        super().__init__(f"generation cancelled after {completion_tokens} token(s)")
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+
+
+class ContextTooSmall(BinevalError):
+    """A prompt and its reply do not fit in the embedded model's context window."""
+
+    def __init__(self, prompt_tokens: int, max_tokens: int, n_ctx: int) -> None:
+        super().__init__(
+            f"prompt of {prompt_tokens} tokens + {max_tokens} reply tokens exceeds the embedded model's "
+            f"context of {n_ctx} tokens"
+        )
+
+
+class DataNotFoundError(BinevalError, FileNotFoundError):
+    """The benchmark data directory (or one of its files) is missing."""
+
+
+# -- warnings ------------------------------------------------------------------------------------------------------
+class BinevalWarning(UserWarning):
+    """Base class of every warning this package gives (``-W error::pytest_bineval.BinevalWarning``,
+    ``filterwarnings = ignore::pytest_bineval.BinevalWarning``)."""
+
+
+class MissingSourceWarning(BinevalWarning):
+    """An assertion was asked without ``source=`` while questions of its checklist are about the input."""
+
+
+class GeneratedCheckWarning(BinevalWarning):
+    """The checklist generator attached a check that is not a valid check of the catalogue (an unknown kind,
+    parameters that do not fit it, a library of the extra ``checks`` not installed): its question stays a judge
+    question."""
+
+
+class BinevalCacheWarning(BinevalWarning):
+    """The cache could not be used for an entry or at all; results were recomputed."""
+
+
+class BinevalEncodingWarning(BinevalWarning):
+    """Text sent to a model, or a model's reply, had characters that cannot be encoded (lone surrogates); they
+    were replaced by U+FFFD."""
+
+
+class BinevalInsecureKeyWarning(BinevalWarning):
+    """An API key is sent over plain HTTP to a host that is not this machine."""

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:  # a light module: pytest loads it with the plugin (``pytest --help``)
-    from .record import EvaluationRecord, ReportDocument
+    from .report.document import ReportDocument
+    from .report.record import EvaluationRecord
 
 
 def pytest_bineval_evaluated(config: pytest.Config, record: EvaluationRecord) -> None:
-    """Called after each ``assert_passes`` evaluation with its :class:`~pytest_bineval.record.EvaluationRecord`
+    """Called after each ``assert_passes`` evaluation with its :class:`~pytest_bineval.report.record.EvaluationRecord`
     (test id, task, checklist status, dimensions with score/threshold/outcome, verdicts, output, source
     excerpt, model, usage, location of the call), before the test's outcome is known. Under pytest-xdist it runs
     in the worker that ran the test."""
@@ -19,7 +20,7 @@ def pytest_bineval_evaluated(config: pytest.Config, record: EvaluationRecord) ->
 
 def pytest_bineval_finished(config: pytest.Config, document: ReportDocument) -> None:
     """Called once at the end of the run, on the controller (never on a pytest-xdist worker), with the run's
-    finished :class:`~pytest_bineval.record.ReportDocument`: every evaluation of every worker, the totals, the
+    finished :class:`~pytest_bineval.report.document.ReportDocument`: every evaluation of every worker, the totals, the
     comparison with the baseline, the unscored and failed tests, the notes — what ``--bineval-report`` writes.
 
     Every output of pytest-bineval (JSON, HTML, GitHub job summary and annotations, terminal summary) is an

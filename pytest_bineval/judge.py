@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import re
+import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -43,7 +44,7 @@ from pydantic.json_schema import SkipJsonSchema
 from .errors import ArgumentTypeError, CallError, InputTooLargeError
 from .llm.caching import Points
 from .llm.client import LLMClient
-from .llm.parsing import answer_at, read_reply, reply_schema
+from .llm.parsing import answer_at, answer_settled, check_answer_once, read_reply, reply_schema
 from .llm.streaming import NoStream, answer_so_far
 from .models import Checklist, Evaluation, ExplainMode, Question, Usage, Verdict, wants_explanation
 from .prompting import Prompt, delimit, load_follow_up, load_prompt
@@ -169,10 +170,6 @@ _ABOUT_THE_INPUT = re.compile(
 )
 
 
-class MissingSourceWarning(UserWarning):
-    """An assertion was asked without ``source=`` while questions of its checklist are about the input."""
-
-
 def refers_to_the_input(text: str) -> bool:
     """Whether a question's ``text`` refers to the input (``the input``, ``the source``, ``the article``, ...)."""
     return _ABOUT_THE_INPUT.search(text) is not None
@@ -245,10 +242,14 @@ def explanation_messages(messages: list[dict[str, Any]], answer_reply: str) -> l
 
 
 def check_output(output: object, source: object) -> None:
+    """The input's one check, where it comes in: an output that is not a ``str`` (or a source neither ``str`` nor
+    None) is an :class:`ArgumentTypeError` before anything is asked."""
     if not isinstance(output, str):
         raise ArgumentTypeError(f"the output under test must be a str, not {type(output).__name__}")
-    if source is not None and not isinstance(source, str):
-        raise ArgumentTypeError(f"source must be a str or None, not {type(source).__name__}")
+    if source is not None and not isinstance(source, str):  # a list of documents (pytest_bineval.sources), checked
+        from .sources import read_source
+
+        read_source(source)
 
 
 @dataclass
@@ -287,7 +288,9 @@ def streamed_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _answer_read_so_far(text: str) -> tuple[Literal["yes", "no"], str]:
-    """(answer, "") of a streamed reply closed after its answer."""
+    """(answer, "") of a streamed reply closed after its answer; ValueError when what was read gives the answer
+    twice (an ambiguous reply, as it is read whole)."""
+    check_answer_once(text)
     answer = answer_so_far(text)
     if answer is None:
         raise ValueError("the reply was closed before its answer")  # never: the stream closes after an answer
@@ -298,9 +301,9 @@ async def _streamed(client: LLMClient, messages: list[dict[str, Any]], explain: 
                     prefix: Points | None) -> tuple[_Answer, Usage]:
     """One streamed request: the answer, and its explanation when ``explain`` wants one (else the stream is
     closed after the answer). Raises :class:`NoStream` (with the usage) when the model cannot stream."""
-    def enough(text: str) -> bool:
+    def enough(text: str) -> bool:  # the answer, and the next key (a second "answer" is then read, and refused)
         answer = answer_so_far(text)
-        return answer is not None and not wants_explanation(explain, answer)
+        return answer is not None and not wants_explanation(explain, answer) and answer_settled(text)
 
     reply = await client.uncached().complete_json(
         streamed_messages(messages), schema_name="verdict", schema=STREAMED_SCHEMA, validate=_answer_field,
@@ -401,9 +404,9 @@ async def judge(
     An empty output is judged like any other (each question is still asked; a sound judge says no).
     Output and source too large for the judge's context raise :class:`InputTooLargeError` once every question
     already being asked has finished (none is left running; none not yet asked is asked), with the usage of
-    every request made (the failed ones too).
+    every request made (the failed ones too). The input was checked where it came in (``assert_passes``,
+    ``evaluate``, ``Engine.evaluate``: :func:`check_output`).
     """
-    check_output(output, source)
     semaphore = asyncio.Semaphore(max(1, concurrency))
     stop = asyncio.Event()  # set by a question that raised: the questions not asked yet are not asked
     shared = JudgeInput.of(checklist.task, source, output, prompt)  # rendered once, for every question
@@ -413,7 +416,7 @@ async def judge(
 
     async def ask(q: Question) -> tuple[Verdict, Usage] | None:
         if q.check is not None:  # code answers it: the judge is never asked
-            return checked_verdict(q, q.check, output), Usage()
+            return await checked_verdict(q, q.check, output, check_seconds(client)), Usage()
         async with semaphore:
             if stop.is_set():
                 return None
@@ -460,13 +463,47 @@ async def judge(
     )
 
 
-def checked_verdict(question: Question, check: dict[str, Any], output: str) -> Verdict:
-    """The verdict of ``question`` decided by its ``check``: the check's result and what it measured."""
-    from .checks.catalogue import run_check
+async def reask(client: LLMClient, messages: list[dict[str, Any]], question: Question, semaphore: asyncio.Semaphore,
+                spent: list[Usage]) -> Verdict:
+    """One more ask of ``question`` (no explanation), within ``semaphore``; what it cost is appended to ``spent``,
+    also when it raises (a request that failed was made all the same)."""
+    async with semaphore:
+        try:
+            verdict, usage = await judge_question(client, messages, question, "none")
+        except Exception as exc:
+            spent.append(usage_of_error(exc))
+            raise
+    spent.append(usage)
+    return verdict
 
-    result = run_check(check, output)
-    return Verdict(question_id=question.id, dimension=question.dimension, question=question.text,
-                   answer="yes" if result.passed else "no", explanation=result.explanation, decided_by="code")
+
+# A check asked when little of the evaluation's deadline is left still gets this long (a check takes milliseconds).
+MIN_CHECK_SECONDS = 0.5
+
+
+def check_seconds(client: LLMClient) -> float:
+    """How long a check may take: as long as one judge request (``--bineval-timeout``), and no longer than what is
+    left of the evaluation's deadline (at least :data:`MIN_CHECK_SECONDS`)."""
+    seconds = client.settings.timeout
+    if client.deadline is not None:
+        seconds = min(seconds, max(client.deadline - time.monotonic(), MIN_CHECK_SECONDS))
+    return seconds
+
+
+async def checked_verdict(question: Question, check: dict[str, Any], output: str, seconds: float) -> Verdict:
+    """The verdict of ``question`` decided by its ``check``: the check's result and what it measured; a check
+    that does not finish within ``seconds`` is an error verdict saying so (never a pass)."""
+    from .checks.running import arun_check
+    from .errors import CheckTimeout
+
+    base: dict[str, Any] = {"question_id": question.id, "dimension": question.dimension, "question": question.text,
+                            "decided_by": "code"}
+    try:
+        result = await arun_check(check, output, seconds)
+    except CheckTimeout as exc:
+        return Verdict(**base, answer="error", error=f"{exc} (a check's bound: --bineval-timeout, within the "
+                                                     "evaluation's deadline)")
+    return Verdict(**base, answer="yes" if result.passed else "no", explanation=result.explanation)
 
 
 async def settle(aws: Sequence[Awaitable[T]]) -> tuple[list[T], list[BaseException]]:

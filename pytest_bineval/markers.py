@@ -10,7 +10,7 @@ from typing import Any
 
 from .dimensions import DimensionsArg, did_you_mean, parse_dimensions
 from .errors import BinevalError, UsageError
-from .kinds import SCORE_KINDS, STRATEGIES
+from .kinds import SCORE_KINDS, STRATEGIES, Threshold
 
 MARKER_KWARGS = frozenset({"task", "dimensions", "threshold", "prompt", "criteria", "score"})
 MARKER_HELP = (
@@ -29,7 +29,7 @@ class MarkerArgs:
 
     task: str | None = None
     dimensions: DimensionsArg = None
-    threshold: float | Mapping[str, float] | None = None
+    threshold: Threshold | None = None
     prompt: str | None = None  # rootdir-relative POSIX path when inside the rootdir, else absolute
     criteria: str | None = None  # bineval | qworld | qworld-lite
     score: str | None = None  # share | points

@@ -8,13 +8,17 @@ A light module: the plugin imports it to add the options, so it imports no pydan
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 import pytest
 
 from .errors import UsageError
-from .kinds import FAIL_ON, GATES, FailOn, Gate, PinUpdate
+from .judge_cli import parse_kappa
+from .kinds import FAIL_ON, GATES, PIN_UPDATES, FailOn, Gate, PinUpdate
+from .llm.cache import cache_signing
 from .settings import SETTING_SPECS, OptionSpec, Settings, choice, number_in
 
 GITHUB_MODES = ("auto", "on", "off")
@@ -41,6 +45,8 @@ class Options:
     alpha: float = 0.05  # --bineval-alpha: significance level of a dimension's drop against the baseline
     gate: Gate = "mean"
     github: str = "auto"  # auto (GITHUB_ACTIONS=true), on, off
+    labels: str | None = None  # --bineval-labels FILE: people's labels of verdicts (pytest_bineval.labels)
+    trust_kappa: float | None = None  # --bineval-trust-kappa K: the gate trusts dimensions with kappa >= K only
 
 
 def parse_threshold(text: str) -> float | dict[str, float]:
@@ -65,37 +71,54 @@ def _flag(text: str) -> bool:
     return text.strip().lower() in ("1", "true", "yes", "on")
 
 
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+# The one value that turns an option with modes off, also over an ini file's value; any other word that reads as
+# "no" (false, no, 0, an empty value) is a usage error, so that a gate is never turned off by a typo.
+OFF = "off"
+_TRUE = ("1", "true", "yes", "on")
 M = TypeVar("M", bound=str)  # a mode word of an option that takes one (kinds.PinUpdate, kinds.FailOn)
 
 
-def _mode(text: str, modes: tuple[M, ...], error: str) -> M | None:
-    """The mode ``text`` names among ``modes`` (the first is the bare option's: true/yes/on/1 in an ini file name it
-    too; false/no/off/0/empty: the option off, None); anything else: ``error``."""
+def _mode(text: str, modes: tuple[M, ...], error: str) -> M | str:
+    """The mode ``text`` names among ``modes`` (the first is the bare option's: true/yes/on/1 name it too, for ini
+    files and TOML booleans), or :data:`OFF`; anything else: ``error``."""
     value = text.strip().lower()
     if value in _TRUE:
         return modes[0]
-    if value in _FALSE:
-        return None
+    if value == OFF:
+        return OFF
     for mode in modes:
         if value == mode:
             return mode
     raise argparse.ArgumentTypeError(error)
 
 
-def parse_update(text: str) -> PinUpdate | None:
-    """The value of ``--bineval-update-checklists[=MODE]`` (or of the ini key, where true/false also work)."""
-    return _mode(text, ("missing", "all"), (
-        f"invalid mode {text!r}: 'missing' (the default when the option is given bare: missing, stale and new "
-        "tests' pins) or 'all' (rewrite every pin the run uses, hand edits included). A test path right after the "
-        "bare option is read as its mode: put the paths first, or write --bineval-update-checklists=missing"))
+def _choices(modes: tuple[str, ...]) -> str:
+    return f"{', '.join(modes)} or {OFF}"
 
 
-def parse_fail_on(text: str) -> FailOn | None:
-    """``--bineval-fail-on-regression[=significant|any]``; in an ini file true/false work too (true: significant)."""
+def parse_update(text: str) -> PinUpdate | str:
+    """The value of ``--bineval-update-checklists[=MODE]`` (or of the ini key, where true also works)."""
+    return _mode(text, PIN_UPDATES, (
+        f"invalid mode {text!r}: missing (the default when the option is given bare: missing, stale and new "
+        f"tests' pins), all (rewrite every pin the run uses, hand edits included) or {OFF}. To pin the tests of a "
+        "path, write the option bare and the path after it (--bineval-update-checklists tests/test_x.py, for a "
+        "path that exists), or --bineval-update-checklists=missing tests/test_x.py"))
+
+
+def parse_fail_on(text: str) -> FailOn | str:
+    """``--bineval-fail-on-regression[=significant|any|off]``; in an ini file true works too (significant)."""
     return _mode(text, FAIL_ON, (
-        f"invalid choice: {text!r} (choose from {', '.join(FAIL_ON)}; significant is the default when the option "
-        "is given bare). A test path right after the bare option is read as its mode: put the paths first"))
+        f"invalid choice: {text!r} (choose from {_choices(FAIL_ON)}; significant is the default when the option "
+        f"is given bare, {OFF} turns the gate off). A test path right after the bare option is read as a path when "
+        "it exists; else write --bineval-fail-on-regression=significant tests/"))
+
+
+def path_value(text: str) -> str:
+    """A file path option's value: not empty (``--bineval-report=`` would write nothing, without a word)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a path is needed here, not an empty value (leave the option out to write "
+                                         "or read no file)")
+    return text
 
 
 parse_alpha = number_in(float, 0.0, 1.0, above=True, range_text="alpha is a significance level within (0, 1]")
@@ -109,29 +132,36 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                parse_threshold, "T", "consistency 0.8, others 0.7"),
     OptionSpec("update-checklists", "update_checklists", "write pinned checklists under __bineval__/: "
                "missing (given bare): the missing and stale ones and tests not pinned yet, never one edited by "
-               "hand; all: every pin the run uses, hand edits included", parse_update, "MODE", "off", bare="missing"),
+               "hand; all: every pin the run uses, hand edits included; off: none (over an ini value). A path "
+               "that exists right after the bare option is a test path", parse_update, "MODE", "off",
+               bare="missing"),
     OptionSpec("strict", "strict", "an unpinned or stale checklist is a test error"),
     OptionSpec("report", "report", "write a JSON report of every evaluation to PATH (relative to the rootdir)",
-               str, "PATH", "none"),
+               path_value, "PATH", "none"),
     OptionSpec("pr-comment", "pr_comment", "write the run as a pull-request comment (markdown: regressions "
-               "first, no timestamps) to PATH (relative to the rootdir)", str, "PATH", "none"),
+               "first, no timestamps) to PATH (relative to the rootdir)", path_value, "PATH", "none"),
     OptionSpec("html", "html", "write a self-contained HTML report (verdict grid, plots, outputs) to PATH "
-               "(relative to the rootdir)", str, "PATH", "none"),
+               "(relative to the rootdir)", path_value, "PATH", "none"),
     OptionSpec("optimize", "optimize", "after the run, improve each generator prompt file named by "
                "@pytest.mark.bineval(prompt=...): lessons from its train tests' failing questions, each candidate "
                "judged by running the prompt's tests again (kept only if the held-out score does not drop)"),
     OptionSpec("max-iterations", "max_iterations", "iterations of the --bineval-optimize loop per prompt file",
                number_in(int, 1, 20, range_text="iterations are 1 to 20"), "N", 3),
     OptionSpec("baseline", "baseline", "compare this run with a previous --bineval-report JSON, question by "
-               "question (relative to the rootdir)", str, "PATH", "none"),
+               "question (relative to the rootdir)", path_value, "PATH", "none"),
     OptionSpec("allow-partial-baseline", "allow_partial_baseline", "accept a --bineval-baseline report of a partial "
                "run (interrupted, stopped by -x/--maxfail, or ended by an internal error); without it such a "
                "baseline is a usage error"),
     OptionSpec("fail-on-regression", "fail_on_regression", "with --bineval-baseline, fail the session on "
-               "significant (given bare): a dimension whose drop is beyond the tolerance and significant at "
-               "--bineval-alpha (McNemar/Fisher exact test); any: any question answered yes in the baseline and no "
-               "now, or any score drop beyond the tolerance", parse_fail_on, "MODE", "off", bare="significant"),
-    OptionSpec("alpha", "alpha", "significance level of a dimension's drop against the baseline",
+               "significant (given bare): a case whose question flipped from yes to no and kept that answer when "
+               "the judge was asked again about both outputs (a confirmed regression), a dimension whose mean "
+               "fell across the suite beyond the judge's noise (a sign-flip test over the evaluations, Holm), or "
+               "a flip that could not be confirmed; the whole gate errs at most at --bineval-alpha; any: any "
+               "question answered yes in the baseline and no now, or any score drop beyond the tolerance; off: no "
+               "gate (over an ini value)",
+               parse_fail_on, "MODE", "off", bare="significant"),
+    OptionSpec("alpha", "alpha", "the regression gate's false-alarm rate: at most this chance that a run with no "
+               "real change fails it (half for confirmed regressions, half for the suite's dimensions)",
                parse_alpha, "A", 0.05),
     OptionSpec("regression-tolerance", "regression_tolerance", "a dimension score drop up to this much is not "
                "counted against the baseline", parse_tolerance, "D", 0.0),
@@ -139,6 +169,12 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                "95-percent Wilson interval (lower-bound)", choice(GATES), "GATE", "mean"),
     OptionSpec("github", "github", "GitHub Actions job summary and annotations: auto (when GITHUB_ACTIONS=true), "
                "on, off", choice(GITHUB_MODES), "MODE", "auto"),
+    OptionSpec("labels", "labels", "a labels file (JSON lines of people's yes/no on verdicts, relative to the "
+               "rootdir): the summary and reports show the judge's agreement with them (kappa, TPR, TNR) for the "
+               "questions this run asked; stale labels are said, not used", str, "FILE", "none"),
+    OptionSpec("trust-kappa", "trust_kappa", "with --bineval-labels: the regression gate trusts only dimensions "
+               "whose kappa against the labels is at least K, and says which it did not trust",
+               parse_kappa, "K", "none"),
 )
 SPECS: tuple[OptionSpec, ...] = (*SETTING_SPECS, *PLUGIN_SPECS)
 
@@ -153,12 +189,55 @@ def dest(spec: OptionSpec) -> str:
     return "bineval_" + spec.attr
 
 
+class PathGiven(str):
+    """The value of a bare option (``--bineval-update-checklists tests/test_x.py``) that is no mode but a path that
+    exists: a test path, put back among the arguments by :func:`put_paths_back` before pytest reads them."""
+
+
+def _is_path(text: str) -> bool:
+    """Whether ``text`` names a file or folder that exists (or a node id in one: ``tests/test_x.py::test_y``)."""
+    return os.path.exists(text.split("::", 1)[0])
+
+
+def _or_path(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse_or_path(text: str) -> Any:
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError:
+            if _is_path(text):
+                return PathGiven(text)
+            raise
+
+    parse_or_path.__name__ = getattr(parse, "__name__", "parse")
+    return parse_or_path
+
+
+def put_paths_back(args: list[str]) -> None:
+    """``--bineval-update-checklists tests/test_x.py`` means the bare option and a test path: ``args`` is changed in
+    place to ``--bineval-update-checklists=missing tests/test_x.py`` (for every option with a bare value, when the
+    word after it is no mode of it and a path that exists), before pytest parses them."""
+    bare = {f"--bineval-{spec.name}": spec for spec in SPECS if spec.bare is not None}
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--":
+            return
+        spec = bare.get(arg)
+        word = args[i + 1]
+        if spec is None or spec.parse is None or word.startswith("-"):  # an option: argparse takes the bare value
+            continue
+        try:
+            spec.parse(word)
+        except argparse.ArgumentTypeError:  # no value of the option: a path that exists is a test path
+            if _is_path(word):
+                args[i] = f"{arg}={spec.bare}"
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("bineval", "LLM output tests with binary checklists (pytest-bineval)")
     for spec in SPECS:
-        if spec.bare is not None:  # --bineval-NAME alone means NAME=<bare>
-            group.addoption(f"--bineval-{spec.name}", action="store", nargs="?", const=spec.bare, type=spec.parse,
-                            default=None, dest=dest(spec), metavar=spec.metavar, help=spec.help_with_default())
+        if spec.bare is not None and spec.parse is not None:  # --bineval-NAME alone means NAME=<bare>
+            group.addoption(f"--bineval-{spec.name}", action="store", nargs="?", const=spec.bare,
+                            type=_or_path(spec.parse), default=None, dest=dest(spec), metavar=spec.metavar,
+                            help=spec.help_with_default())
             parser.addini(dest(spec), spec.help_with_default(), type=_VALUE_INI_TYPE, default="")
         elif spec.parse is None:
             group.addoption(f"--bineval-{spec.name}", action="store_true", default=None, dest=dest(spec),
@@ -188,11 +267,17 @@ def read_options(config: pytest.Config) -> Options:
                     value = spec.parse(str(raw).strip())
                 except argparse.ArgumentTypeError as exc:
                     raise pytest.UsageError(f"ini option {key} = {raw!r}: {exc}") from None
+        if isinstance(value, PathGiven):  # never: put_paths_back made it a path again
+            raise pytest.UsageError(f"--bineval-{spec.name} {value}: write --bineval-{spec.name}={spec.bare} "
+                                    f"{value} (or put the path first)")
+        if spec.bare is not None and value == OFF:  # explicitly off, also over the ini file's value
+            value = None
         if value is not None:
             values[spec.attr] = value
     setting_names = {f.name for f in fields(Settings)}
-    try:  # settings that do not combine (confirm and repeats)
+    try:  # settings that do not combine (confirm and repeats), a signing secret a writing run lacks
         settings = Settings(**{k: v for k, v in values.items() if k in setting_names})
+        cache_signing(settings.cache_key_env, settings.cache)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     return Options(settings=settings, **{k: v for k, v in values.items() if k not in setting_names})

@@ -37,6 +37,7 @@ import json
 import os
 import re
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,16 +45,24 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import record
 from .errors import PinError
 from .files import write_text_atomic
 from .kinds import PinUpdate
 from .models import Checklist, task_digest
-from .record import PinAction, PinActionKind
+from .report.document import PinAction, PinActionKind
+from .report.record import questions_digest as digest_of_questions
 
 PIN_DIR = "__bineval__"
 PIN_FORMAT = 2
 MAX_PIN_NAME = 120  # bytes (UTF-8) of a pin file's name before ".json"; longer names are shortened
+# A checklist longer than this is said (PinSizeWarning): a BinEval checklist has tens of questions, and every one is
+# asked about every output (100,000 questions took 200-400 s per evaluation and 74 MB of report in the probe).
+LARGE_CHECKLIST = 1000
+REPORT_BYTES_PER_QUESTION = 750  # about what one verdict adds to the JSON report (74 MB / 100,000)
+
+
+class PinSizeWarning(UserWarning):
+    """A pinned checklist with more than :data:`LARGE_CHECKLIST` questions: it is used, and what it costs is said."""
 
 def _short_name(name: str) -> str:
     raw = name.encode("utf-8", "surrogatepass")
@@ -73,7 +82,7 @@ def pin_path(module_path: Path, test_name: str) -> Path:
 
 def questions_digest(checklist: Checklist) -> str:
     """What a pin entry records of its generated questions: an edit to any question changes it."""
-    return record.questions_digest(checklist.questions)
+    return digest_of_questions(checklist.questions)
 
 
 def _dims_key(dimensions: dict[str, str]) -> list[list[str]]:
@@ -118,6 +127,7 @@ class PinFile:
         """The file's entries (none when it does not exist); a malformed file is a :class:`PinError` that
         names the file and the field, and says how to repair it (an update run does not overwrite it: the file
         may hold other reviewed entries)."""
+        check_folders(path)  # a file where a pin folder belongs: said as it is
         try:
             return cls._parse(path)
         except PinError as exc:
@@ -155,6 +165,7 @@ class PinFile:
             if generated is not None and not isinstance(generated, str):
                 raise PinError(f"{where}.generated must be a string (the digest of the generated questions)")
             pins.entries.append(PinEntry(checklist, tests, generated))
+            _say_size(checklist, where)
         return pins
 
     def lookup(self, task: str, dimensions: dict[str, str], test: str, *, question: str | None = None,
@@ -221,6 +232,30 @@ class PinFile:
             raise PinError(f"cannot write the pinned checklist file {self.path}: {exc}") from None
 
 
+def _say_size(checklist: Checklist, where: str) -> None:
+    """A :class:`PinSizeWarning` for a checklist of more than :data:`LARGE_CHECKLIST` questions, with what it
+    costs each evaluation that uses it."""
+    n = len(checklist.questions)
+    if n <= LARGE_CHECKLIST:
+        return
+    judged = sum(1 for q in checklist.questions if q.check is None)
+    warnings.warn(PinSizeWarning(
+        f"{where} has {n:,} questions (more than {LARGE_CHECKLIST:,}): every evaluation with it asks the judge "
+        f"{judged:,} of them ({judged:,} requests per output not in the cache, each within --bineval-timeout) and "
+        f"adds about {n * REPORT_BYTES_PER_QUESTION / 1e6:,.0f} MB to the JSON report; a BinEval checklist has "
+        "tens of questions: pin fewer, or split the test"), stacklevel=4)
+
+
+def check_folders(path: Path) -> None:
+    """A :class:`PinError` when the folder of the pin file ``path`` (``__bineval__/<module>``) or ``__bineval__``
+    itself is a file: no pin can be read or written there."""
+    for folder in (path.parent.parent, path.parent):
+        if folder.exists() and not folder.is_dir():
+            raise PinError(f"{folder} is a file, but pytest-bineval keeps pinned checklists in a folder there "
+                           f"({PIN_DIR}/<test module>/<test>.json): move or delete that file (or rename it), then "
+                           "run again")
+
+
 def _check(checklist: Checklist, where: str) -> None:
     if not checklist.dimensions:
         raise PinError(f"{where}.dimensions is empty")
@@ -245,7 +280,11 @@ def _check(checklist: Checklist, where: str) -> None:
 @contextlib.contextmanager
 def _locked(directory: Path, timeout: float = 60.0) -> Iterator[None]:
     """An exclusive lock on ``directory`` between processes (flock on the directory itself: no lock file)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in the way (check_folders says which), or no permission
+        check_folders(directory / "pin.json")
+        raise PinError(f"cannot make the pin folder {directory}: {exc}") from None
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: a lock file made with O_EXCL
@@ -374,7 +413,7 @@ def _pin_in_run(path: Path, checklist: Checklist, test: str, *, since_ns: int, m
 # -- --bineval-update-checklists: what to write, what to keep -----------------------------------------------------
 def _action(action: PinActionKind, path: Path, checklist: Checklist, rootpath: Path, why: str = "",
             test: str = "") -> PinAction:
-    """The :class:`~pytest_bineval.record.PinAction` of ``checklist``'s entry in the file at ``path`` (shown
+    """The :class:`~pytest_bineval.report.document.PinAction` of ``checklist``'s entry in the file at ``path`` (shown
     relative to the rootdir); ``test``: the test an action ``listed`` added to the entry."""
     try:
         shown = path.relative_to(rootpath).as_posix()

@@ -16,22 +16,30 @@ import pytest
 from . import outputs
 from .errors import BinevalAssertionError, BinevalError, BinevalJudgeError
 from .markers import MARKER_HELP, MarkerArgs, read_marker
-from .options import Options, add_options, read_options
+from .options import Options, add_options, put_paths_back, read_options
 from .outputs.base import output_log
 
 if TYPE_CHECKING:
+    from .fixture import Bineval
     from .models import Checklist
-    from .session import Bineval, BinevalService, TestContext
+    from .session import BinevalService, TestContext
+    from .trust import RunLabels
 
 OPTIONS = pytest.StashKey[Options]()
 SERVICE = pytest.StashKey["BinevalService"]()
 CONTEXT = pytest.StashKey["TestContext"]()
 DEFINED = pytest.StashKey[set[str]]()  # the dimensions the markers of the collected tests name (before -k / -m)
 OPTIMIZER = pytest.StashKey[Any]()  # the --bineval-optimize loop (optimize.rerun.OptimizeRunner), on the controller
+LABELS = pytest.StashKey["RunLabels"]()  # --bineval-labels, read at configure on the controller
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    put_paths_back(args)  # --bineval-update-checklists tests/test_x.py: the path is a test path, not the mode
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -50,6 +58,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[OPTIONS] = options
     if options.settings.judge_prompt is not None or (options.baseline and not _is_worker(config)):
         _service(config)  # files read up front: an unreadable one is a usage error before any test runs
+    if (options.labels or options.trust_kappa is not None) and not _is_worker(config):
+        labels = _read_labels(config, options)
+        if labels is not None:
+            config.stash[LABELS] = labels
     outputs.register(config, options)
     if options.optimize and not _is_worker(config):
         from .optimize.rerun import OptimizeRunner
@@ -63,6 +75,16 @@ def pytest_configure(config: pytest.Config) -> None:
                                 options.max_iterations, show=show)
         config.stash[OPTIMIZER] = runner
         config.pluginmanager.register(runner, "bineval-optimize")
+
+
+def _read_labels(config: pytest.Config, options: Options) -> RunLabels | None:
+    """--bineval-labels: read before any test runs (a bad file is a usage error)."""
+    from .trust import RunLabels
+
+    try:
+        return RunLabels.read(options.labels, options.trust_kappa, config.rootpath)
+    except BinevalError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _service(config: pytest.Config) -> BinevalService:
@@ -135,7 +157,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def bineval(pytestconfig: pytest.Config) -> Bineval:
     """The session's pytest-bineval service: ``bineval.checklist(task, dimensions)``,
     ``bineval.evaluate(output, checklist, source)``, ``bineval.options``, ``bineval.records``."""
-    from .session import Bineval
+    from .fixture import Bineval
 
     return Bineval(_service(pytestconfig))
 
@@ -151,7 +173,8 @@ def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
     from pathlib import Path
 
     from .pins import pin_path
-    from .session import TestContext, reset_current, set_current
+    from .scope import reset_current, set_current
+    from .session import TestContext
 
     item = request.node
     path = getattr(item, "path", None)
@@ -162,6 +185,7 @@ def _bineval_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
         marker=_marker(request.config, item),
         fixture_task=lambda: request.getfixturevalue("bineval_task"),
         pin_path=pin_path(Path(path), item.nodeid.split("::", 1)[-1]) if path is not None else None,
+        params=dict(getattr(getattr(item, "callspec", None), "params", {})),
     )
     item.stash[CONTEXT] = ctx
     service.attempts[item.nodeid] = service.attempts.get(item.nodeid, 0) + 1  # see keep_last_attempt
@@ -200,7 +224,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     ctx = item.stash.get(CONTEXT, None)
     if ctx is not None and report.when == "teardown" and _is_worker(item.config):
-        report.bineval_progress = ctx.service.progress_payload(ctx)  # for the controller: see note_progress
+        from .report.relay import WorkerRelay
+
+        report.bineval_progress = WorkerRelay.progress(ctx.nodeid, ctx.service.ledger, ctx.found)  # see relay
     if ctx is None or report.when == "teardown":
         return report
     excinfo = call.excinfo
@@ -214,11 +240,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.longrepr = redact(f"{excinfo.typename}: {excinfo.value}")
     if report.when != "call":
         return report
-    ctx.service.ledger.ran_tests.add(item.nodeid)  # a baseline test that did not run is "not run", not "removed"
-    if report.failed:
-        ctx.service.ledger.failed_tests.add(item.nodeid)
-    else:  # this attempt passed (an earlier one of a re-run may have failed)
-        ctx.service.ledger.failed_tests.discard(item.nodeid)
+    ctx.service.call_ended(ctx, failed=report.failed)
     if unscorable:  # not a verdict on the output: the test could not be scored (an error, not a failure)
         report.bineval_error = True
     for rec in ctx.records:
@@ -256,19 +278,26 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     service = config.stash.get(SERVICE, None)
     if _is_worker(config):  # pytest-xdist: the controller merges what workers send
         if service is not None:
-            config.workeroutput["bineval"] = service.worker_payload()  # type: ignore[attr-defined]
+            config.workeroutput["bineval"] = service.ledger.dumps()  # type: ignore[attr-defined]
         return
     if options is None or (service is None and not (options.report or options.html)):
         return  # nothing ran through pytest-bineval (--collect-only) and no report file was asked for
     service = _service(config)
-    service.merge_unfinished_workers()  # pytest-xdist workers whose ledger never came (Ctrl-C, a crash)
+    service.relay.merge_unfinished(service.ledger)  # pytest-xdist workers whose ledger never came (Ctrl-C, a crash)
     optimized = None
     if options.optimize:
         optimized = config.stash[OPTIMIZER].finish(service.records)
     regressions = service.compare()
+    labels = config.stash.get(LABELS, None)
+    calibration = None
+    if labels is not None:  # the judge against the team's labels; with a trust bar, the gate trusts only some
+        calibration, regressions = labels.judge(service.records, regressions, gating=bool(options.fail_on_regression))
+        service.regressions = regressions
     if regressions is not None and regressions.failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --bineval-fail-on-regression
     document = service.report_document(optimized, partial=_partial_reason(session))
+    if calibration is not None:
+        document = document.model_copy(update={"calibration": calibration})
     config.hook.pytest_bineval_finished(config=config, document=document)
     if output_log(config).failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a report file asked for is missing
@@ -296,7 +325,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     payload = report.__dict__.pop("bineval_progress", None)
     if payload is not None:
-        _service(node.config).note_progress(_worker_id(node), payload)
+        _service(node.config).relay.note(_worker_id(node), payload)
 
 
 def _worker_id(node: Any) -> str:
@@ -307,4 +336,5 @@ def _worker_id(node: Any) -> str:
 def pytest_testnodedown(node: Any, error: Any) -> None:
     data = getattr(node, "workeroutput", {}).get("bineval")
     if data:
-        _service(node.config).merge_worker(data, _worker_id(node))
+        service = _service(node.config)
+        service.relay.merge_worker(service.ledger, data, _worker_id(node))

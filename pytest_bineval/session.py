@@ -1,163 +1,146 @@
-"""Run-wide state of a pytest session: the engine (one per session), the current test's context, pinned
-checklists, and the run's :class:`~pytest_bineval.ledger.RunLedger` (records, usage, pins, ...), which
-pytest-xdist workers send to the controller."""
+"""Run-wide state of a pytest session: the engine (one per session), the running test's context (the
+assertion's :class:`~pytest_bineval.scope.Scope` in a pytest run), pinned checklists, and the run's
+:class:`~pytest_bineval.report.ledger.RunLedger` (records, usage, pins, ...), which pytest-xdist workers send to the
+controller (:mod:`.report.relay`)."""
 
 from __future__ import annotations
 
-import contextvars
-import dataclasses
-import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .dimensions import BUILTIN, DimensionsArg, did_you_mean, resolve_dimensions
+from .dimensions import DimensionsArg, resolve_dimensions
 from .engine import Engine
 from .errors import PinError, UsageError
-from .ledger import RunLedger
+from .gate import confirm_flips, keep_input
+from .kinds import Gate, Threshold
 from .markers import MarkerArgs
-from .models import Checklist, ConfirmCost, Evaluation, ScoreKind, Usage
+from .models import Checklist, Evaluation
 from .options import Options
 from .pins import PinFile, entry_id, update_pin
 from .qworld import DEFAULT_TASK, qworld_dimensions
-from .record import (
-    ChecklistStatus,
-    EvaluationRecord,
-    JudgedBy,
-    Location,
-    OptimizeOutcome,
-    RegressionReport,
-    ReportDocument,
-    ReportSettings,
-    Totals,
-    UnscoredTest,
-)
-
-Threshold = float | Mapping[str, float]
+from .report.comparison import RegressionReport
+from .report.document import OptimizeOutcome, ReportDocument, ReportSettings
+from .report.ledger import RunLedger
+from .report.record import ChecklistStatus, EvaluationRecord, JudgedBy, RecordRequest, UnscoredTest
+from .report.relay import WorkerRelay
 
 
 @dataclass
 class TestContext:
-    """What ``assert_passes`` knows about the running test (set by the plugin around each test call)."""
+    """The running test, as ``assert_passes`` sees it (its :class:`~pytest_bineval.scope.Scope`; set by the plugin
+    around each test): the session's engine, the test's marker and ``bineval_task`` fixture, its pinned checklists,
+    and what this attempt of it found."""
 
     service: BinevalService
     nodeid: str
     marker: MarkerArgs = field(default_factory=MarkerArgs)
     fixture_task: Callable[[], str | None] | None = None  # resolved only when needed
     pin_path: Path | None = None  # this test's pinned-checklist file
-    records: list[EvaluationRecord] = field(default_factory=list)
-    unscored: list[UnscoredTest] = field(default_factory=list)  # this test, if it errored before any record
-    warned_missing_source: set[tuple[str | None, tuple[str, ...]]] = field(default_factory=set)  # per checklist
+    params: Mapping[str, object] = field(default_factory=dict)  # pytest's parametrize values of the test
+    found: RunLedger = field(default_factory=RunLedger)  # this attempt's own entries (the ledger's per-test fields)
+    warned: set[Hashable] = field(default_factory=set)  # the warnings given (missing source: once per checklist)
+
+    @property
+    def records(self) -> list[EvaluationRecord]:
+        """This attempt's evaluations."""
+        return self.found.records
+
+    @property
+    def unscored(self) -> list[UnscoredTest]:
+        """This attempt's unscored entry, if it errored before any record."""
+        return self.found.unscored
 
     @property
     def test_name(self) -> str:
         """The node id within its module (``Class::test[param]``): what a pin entry lists."""
         return self.nodeid.split("::", 1)[-1]
 
+    # -- the Scope ------------------------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.nodeid
 
-_current: contextvars.ContextVar[TestContext | None] = contextvars.ContextVar("bineval_test", default=None)
+    @property
+    def engine(self) -> Engine:
+        return self.service.engine
 
+    @property
+    def rootpath(self) -> Path:
+        return self.service.rootpath
 
-@dataclass(frozen=True)
-class _Running:
-    ctx: TestContext
-    thread: threading.Thread  # the thread that runs the test
-    before: frozenset[threading.Thread]  # the threads alive when the test started
+    @property
+    def threshold(self) -> Threshold | None:
+        return self.service.options.threshold
 
+    @property
+    def gate(self) -> Gate:
+        return self.service.options.gate
 
-# The ContextVar's fallback for threads: a new thread does not inherit the context of the thread that starts it,
-# so in a thread the test starts (a ThreadPoolExecutor's) the ContextVar is unset. pytest runs one test at a time
-# in a process, so the running test is also kept here: set and cleared by set_current/reset_current only.
-_running: _Running | None = None
+    def bineval_task(self) -> str | None:
+        return self.fixture_task() if self.fixture_task is not None else None
 
+    async def achecklist(self, task: str | None, dimensions: DimensionsArg, *, strategy: str,
+                         question: str | None) -> tuple[Checklist, ChecklistStatus]:
+        return await self.service.achecklist_for(self, task or DEFAULT_TASK, dimensions, strategy=strategy,
+                                                 question=question)
 
-@dataclass(frozen=True)
-class ContextToken:
-    """What :func:`reset_current` restores: the ContextVar's token and the previous fallback (a pytester run in a
-    test sets and resets its own tests around the outer test's)."""
+    def note_checked(self, names: list[str]) -> None:
+        """What the assertion checked and which keys its marker's threshold has (for the run's threshold notes)."""
+        keys = set(self.marker.threshold) if isinstance(self.marker.threshold, Mapping) else set()
+        self.service.add(RunLedger(dimensions_checked=set(names), marker_threshold_keys=keys))
 
-    var: contextvars.Token[TestContext | None]
-    running: _Running | None
+    def first_warning(self, key: Hashable) -> bool:
+        with self.service.lock:  # the test's threads may warn at once: one of them does
+            new = key not in self.warned
+            self.warned.add(key)
+        return new
 
+    def record(self, request: RecordRequest, evaluation: Evaluation, checklist: Checklist, status: ChecklistStatus,
+               thresholds: dict[str, float]) -> EvaluationRecord:
+        """Keep the evaluation's record (for the summary, the report, xdist and the hook) and return it."""
+        with self.service.lock:  # one index per evaluation, also when the test's threads evaluate at once
+            rec = EvaluationRecord.build(request, evaluation, checklist, thresholds=thresholds, status=status,
+                                         test=self.nodeid, index=len(self.records), params=self.params)
+            self.found.records.append(rec)
+            # what re-asking a flip needs, when the record keeps less than the judge read (never in a report)
+            kept = [k] if (k := keep_input(rec, request.output, request.source)) is not None else []
+            self.found.kept_inputs.extend(kept)
+        self.service.ledger.add(RunLedger(records=[rec], kept_inputs=kept))
+        if self.service.on_record is not None:
+            self.service.on_record(rec)
+        return rec
 
-def set_current(ctx: TestContext | None) -> ContextToken:
-    global _running
-    token = ContextToken(_current.set(ctx), _running)
-    _running = None if ctx is None else _Running(ctx, threading.current_thread(), frozenset(threading.enumerate()))
-    return token
-
-
-def reset_current(token: ContextToken) -> None:
-    global _running
-    _current.reset(token.var)
-    _running = token.running
-
-
-def current() -> TestContext | None:
-    """The running test's context, or None outside a pytest run with the plugin (or outside a test).
-
-    The ContextVar comes first (asyncio tasks and ``contextvars.copy_context().run`` carry it). A thread without it
-    gets the test running in this process if the thread started during that test; a thread that was alive before
-    that test started (a thread of an earlier test that outlived it, or a pool shared by tests) cannot be told
-    apart from one working for the running test: a :class:`UsageError` says so, never a silent attribution to
-    the running test. When no test is running (between tests), a thread gets None: its evaluation belongs to no
-    test, as outside pytest."""
-    ctx = _current.get()
-    if ctx is not None:
-        return ctx
-    running = _running
-    thread = threading.current_thread()
-    if running is None or thread is running.thread:
-        return None
-    if thread in running.before:
-        raise UsageError(
-            f"assert_passes ran in a thread started before the running test ({running.ctx.nodeid}) began, so "
-            "pytest-bineval cannot tell which test it evaluates for (a thread of an earlier test, or a pool shared "
-            "by tests). Start the thread in the test, or pass the test's context to it: "
-            "pool.submit(contextvars.copy_context().run, assert_passes, ...)")
-    return running.ctx
-
-
-@dataclass
-class WorkerProgress:
-    """What a pytest-xdist worker reported finished, test by test (see :meth:`BinevalService.note_progress`)."""
-
-    tests: dict[str, RunLedger] = field(default_factory=dict)  # per test: its last attempt's records and outcome
-    latest: RunLedger = field(default_factory=RunLedger)  # the worker's running counts, as of its last test
-
-    def ledger(self) -> RunLedger:
-        """The worker's ledger as far as it reported: the running counts once, every test's own entries."""
-        merged = dataclasses.replace(self.latest, records=[], unscored=[], failed_tests=set(), ran_tests=set())
-        for test in self.tests.values():
-            merged.records.extend(test.records)
-            merged.unscored.extend(test.unscored)
-            merged.failed_tests |= test.failed_tests
-            merged.ran_tests |= test.ran_tests
-        return merged
+    def release(self) -> None:
+        """The session's engine outlives the assertion."""
 
 
 @dataclass
 class BinevalService:
-    """The ``bineval`` session fixture: configuration, cache, checklists and the run's records."""
+    """The session's state: configuration, the engine, checklists and the run's ledger."""
 
     options: Options
     engine: Engine
     rootpath: Path = field(default_factory=Path.cwd)
-    ledger: RunLedger = field(default_factory=RunLedger)  # what this run found (and the xdist workers sent)
     on_record: Callable[[EvaluationRecord], object] | None = None
     baseline: ReportDocument | None = None  # --bineval-baseline, read by load_baseline()
     regressions: RegressionReport | None = None  # this run vs the baseline, made by compare()
     attempts: dict[str, int] = field(default_factory=dict)  # contexts made per running test (re-runs make more)
-    # pytest-xdist controller: what each worker reported finished, until its ledger arrives (see note_progress)
-    progress: dict[str, WorkerProgress] = field(default_factory=dict)
+    relay: WorkerRelay = field(default_factory=WorkerRelay)  # pytest-xdist: what workers reported, test by test
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
     # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
     started_ns: int = field(default_factory=time.time_ns)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # records (threads)
+    # a test's own entries (the index of its next record) and warnings, changed by its threads at once
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def ledger(self) -> RunLedger:
+        """What this run found and spent (the engine adds into it; the xdist workers' ledgers are merged in)."""
+        return self.engine.ledger
 
     @property
     def records(self) -> list[EvaluationRecord]:
@@ -210,7 +193,7 @@ class BinevalService:
 
     def compare(self) -> RegressionReport | None:
         """This run's records against the baseline's; ``failed`` when --bineval-fail-on-regression applies."""
-        from .baseline import diff_runs
+        from .report.comparison import diff_runs
 
         if self.baseline is None or not self.options.baseline:
             return None
@@ -219,38 +202,25 @@ class BinevalService:
                            generator=self.baseline.generator, alpha=self.options.alpha,
                            fail_on=self.options.fail_on_regression or "significant", ran=self.ledger.ran_tests,
                            collected=self.ledger.collected_tests, judged=(self.baseline.judge(), self.judged_by()))
+        kept = {k.key: k for k in self.ledger.kept_inputs}  # a re-run's last attempt last
+        report = self.engine.run(confirm_flips(report, self.baseline.evaluations, self.records, self.engine, kept))
         report.failed = bool(self.options.fail_on_regression) and report.fail_reason() is not None
         self.regressions = report
         return report
 
-    # -- public fixture API ------------------------------------------------------------------------------
-    def checklist(self, task: str | None, dimensions: DimensionsArg = None, *, strategy: str = "bineval",
-                  question: str | None = None) -> Checklist:
-        """The (cached) checklist for a task, or with ``strategy="qworld"``/``"qworld-lite"`` the criteria for
-        ``question``; pinned files are used by tests, not by this call."""
-        if strategy == "bineval":
-            if task is None:
-                raise UsageError("a task checklist needs the task text")
-            return self.engine.run(self._agenerate(task, resolve_dimensions(dimensions)))
-        return self.engine.run(self._agenerate(task or DEFAULT_TASK, qworld_dimensions(dimensions), strategy, question))
-
-    def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
-                 dimensions: list[str] | None = None, model: str | None = None) -> Evaluation:
-        return self.engine.evaluate(output, checklist.select(dimensions), source, model=model)
-
-    # -- used by assert_passes ---------------------------------------------------------------------------
+    # -- checklists: the memo, and a test's pinned ones ------------------------------------------------------------
     def _memo_key(self, task: str, dims: dict[str, str], strategy: str,
                   question: str | None) -> tuple[Any, ...]:
         return (task.strip(), tuple(sorted(dims.items())), self.engine.settings.generator_model, strategy,
                 None if question is None else question.strip())
 
-    async def _agenerate(self, task: str, dims: dict[str, str], strategy: str = "bineval",
-                         question: str | None = None) -> Checklist:
+    async def agenerate(self, task: str, dims: dict[str, str], strategy: str = "bineval",
+                        question: str | None = None) -> Checklist:
+        """The checklist of ``task`` (or ``question``'s criteria), generated once per session."""
         key = self._memo_key(task, dims, strategy, question)
         if key not in self._memo:
             self._memo[key] = await self.engine.achecklist(task, dims, strategy=strategy, question=question)
-            with self._lock:
-                self.ledger.checklists_generated += 1
+            self.add(RunLedger(checklists_generated=1))
         return self._memo[key]
 
     async def achecklist_for(self, ctx: TestContext, task: str, dimensions: DimensionsArg, *,
@@ -260,21 +230,20 @@ class BinevalService:
         ``strategy="qworld"``/``"qworld-lite"``: criteria written for ``question`` (one pin per question)."""
         dims = resolve_dimensions(dimensions) if strategy == "bineval" else qworld_dimensions(dimensions)
         if ctx.pin_path is None:
-            checklist = await self._agenerate(task, dims, strategy, question)
-            self.ledger.unpinned.add(entry_id(Path(ctx.nodeid), checklist))
+            checklist = await self.agenerate(task, dims, strategy, question)
+            self.add(RunLedger(unpinned={entry_id(Path(ctx.nodeid), checklist)}))
             return checklist, "unpinned"
         update, strict = self.options.update_checklists, self.options.strict
         if update:
             checklist, pinned, actions = await update_pin(
                 ctx.pin_path, ctx.test_name, task, dims, question=question, strategy=strategy, mode=update,
-                generate=lambda: self._agenerate(task, dims, strategy, question), since_ns=self.started_ns,
+                generate=lambda: self.agenerate(task, dims, strategy, question), since_ns=self.started_ns,
                 marker_dir=Path(self.engine.settings.cache_dir) / "pins-written", rootpath=self.rootpath)
-            with self._lock:
-                self.ledger.pin_actions.extend(actions)
-            if any(a.action in ("created", "rewritten") for a in actions):
-                self.ledger.pins_written.append(entry_id(ctx.pin_path, checklist))  # one per checklist, not per file
+            entry = entry_id(ctx.pin_path, checklist)  # one per checklist, not per file
+            written = any(a.action in ("created", "rewritten") for a in actions)
+            self.add(RunLedger(pin_actions=list(actions), pins_written=[entry] if written else [],
+                               unpinned=set() if pinned else {entry}))
             if not pinned:  # a stale pin kept because it was edited by hand
-                self.ledger.unpinned.add(entry_id(ctx.pin_path, checklist))
                 return checklist, "stale"
             # another test of this run (another xdist worker) may have pinned this task already, with a checklist
             # of its own: this test is judged with the pinned one, and so are this process's next tests
@@ -291,121 +260,39 @@ class BinevalService:
                 f"--bineval-strict: the checklist of {ctx.nodeid} {why}; review and pin it with "
                 f"--bineval-update-checklists (file: {ctx.pin_path})"
             )
-        checklist = await self._agenerate(task, dims, strategy, question)
-        self.ledger.unpinned.add(entry_id(ctx.pin_path, checklist))  # what --bineval-update-checklists would write
+        checklist = await self.agenerate(task, dims, strategy, question)
+        self.add(RunLedger(unpinned={entry_id(ctx.pin_path, checklist)}))  # what --bineval-update-checklists writes
         return checklist, "stale" if stale else "unpinned"
 
-    def record(self, ctx: TestContext, evaluation: Evaluation, thresholds: dict[str, float], checklist: Checklist,
-               status: ChecklistStatus, output: str, source: str | None,
-               location: Location | None, *, score_kind: ScoreKind = "share") -> EvaluationRecord:
-        """Keep the evaluation's record (for the summary, the report, xdist and the hook) and return it."""
-        with self._lock:  # one index per evaluation, also when the test's threads evaluate at once
-            rec = EvaluationRecord.build(
-                test=ctx.nodeid, index=len(ctx.records), evaluation=evaluation, thresholds=thresholds,
-                questions=checklist.questions, checklist_status=status, checklist_model=checklist.model,
-                prompt_version=checklist.prompt_version, output=output, source=source, prompt=ctx.marker.prompt,
-                location=location, gate=self.options.gate, score_kind=score_kind, strategy=checklist.strategy,
-            )
-            ctx.records.append(rec)
-            self.ledger.records.append(rec)
-        if self.on_record is not None:
-            self.on_record(rec)
-        return rec
-
-    def note_threshold_keys(self, names: list[str], marker_threshold: Threshold | None) -> None:
-        """What an assertion checked and which keys its marker's threshold has (for :meth:`threshold_notes`)."""
-        with self._lock:
-            self.ledger.dimensions_checked.update(names)
-            if isinstance(marker_threshold, Mapping):
-                self.ledger.marker_threshold_keys.update(marker_threshold)
-
-    def threshold_notes(self) -> list[str]:
-        """A per-dimension threshold key of the markers or the command line that no assertion of the run checked
-        and that looks like a misspelling of a dimension the run knows (a typo such as ``fluncy=0.4`` would
-        otherwise leave the default threshold in force without a word). A built-in name, a name an assertion
-        checked or a collected test's marker names is no typo, and neither is a name close to none of them: a
-        ``-k`` or single-file run need not reach the tests that check it."""
-        ledger = self.ledger
-        if not ledger.dimensions_checked:
-            return []
-        cli = self.options.threshold
-        sources = (("--bineval-threshold (or the bineval_threshold ini key)", set(cli) if isinstance(cli, dict)
-                    else set()), ("@pytest.mark.bineval(threshold=...)", ledger.marker_threshold_keys))
-        known = ledger.dimensions_checked | ledger.dimensions_defined | set(BUILTIN)
-        notes = []
-        for origin, keys in sources:
-            for key in sorted(keys - {"*"} - known):
-                hint = did_you_mean(key, sorted(known))  # never the key itself: it is not known
-                if hint:
-                    notes.append(f"bineval: {origin} sets a threshold for {key!r}, which no assertion of this run "
-                                 f"checks{hint}")
-        return notes
-
-    def cache_notes(self) -> list[str]:
-        """A read-only (or replay) cache directory that holds no cache: said plainly, since nothing else fails (in
-        CI it means the step that restores the cache found none, or put it elsewhere)."""
-        s = self.engine.settings
-        if s.cache not in ("read-only", "replay") or s.cache_url:
-            return []
-        directory = Path(s.cache_dir)
-        if (directory / "cache.db").is_file():
-            return []
-        what = "it holds no cache.db" if directory.is_dir() else "no such directory"
-        then = ("every question was sent to the judge" if s.cache == "read-only"
-                else "every reply was missing (replay sends no request)")
-        return [f"bineval: --bineval-cache {s.cache} (or the bineval_cache ini key), but there is no cache at "
-                f"{directory} ({what}): {then} and nothing was written. In CI this means the cache was not restored: "
-                f"the restore step found no cache for its key, or restored it to another path than the cache "
-                f"directory (--bineval-cache-dir / bineval_cache_dir); check that step's log."]
+    # -- what a test found ---------------------------------------------------------------------------------------
+    def add(self, entries: RunLedger, ctx: TestContext | None = None) -> None:
+        """Add ``entries`` to the run's ledger, and to the context of the test they are of."""
+        if ctx is not None:
+            ctx.found.add(entries)
+        self.ledger.add(entries)
 
     def unscored_error(self, ctx: TestContext, error: str, message: str) -> None:
         """The test errored (a bineval error) and no record of it says why: keep it for the totals and reports."""
         if any(r.outcome == "error" for r in ctx.records):
             return  # a judge error: its record says so
-        entry = UnscoredTest.build(ctx.nodeid, error, message)
-        ctx.unscored.append(entry)
-        self.ledger.unscored.append(entry)
+        self.add(RunLedger(unscored=[UnscoredTest.build(ctx.nodeid, error, message)]), ctx)
+
+    def call_ended(self, ctx: TestContext, *, failed: bool) -> None:
+        """The test's call ran (a baseline test that did not run is "not run", not "removed"), and failed or not;
+        this attempt decides (a passing attempt of a re-run is no longer failed)."""
+        self.ledger.failed_tests.discard(ctx.nodeid)  # after the test's call: its threads are done
+        self.add(RunLedger(ran_tests={ctx.nodeid}, failed_tests={ctx.nodeid} if failed else set()), ctx)
 
     def keep_last_attempt(self, nodeid: str, ctx: TestContext | None) -> None:
         """After a test's protocol: what earlier attempts of it recorded (a re-run plugin ran it again) is
         replaced by the last attempt's (``ctx``, None when it failed before its context was made); their
         requests stay in the usage, and the records replaced are counted in ``rerun_evaluations``."""
-        kept_records = ctx.records if ctx is not None else []
-        kept_unscored = ctx.unscored if ctx is not None else []
-        with self._lock:
-            made = self.attempts.pop(nodeid, 0)
-            if made == 0 or (made == 1 and ctx is not None):
-                return  # one attempt (the usual case): nothing to replace, and no scan of the run's records
-            ledger = self.ledger
-            stale = [r for r in ledger.records if r.test == nodeid and not any(r is k for k in kept_records)]
-            if stale:
-                ledger.records[:] = [r for r in ledger.records if not any(r is s for s in stale)]
-                ledger.rerun_evaluations += len(stale)
-            ledger.unscored[:] = [u for u in ledger.unscored
-                                  if u.test != nodeid or any(u is k for k in kept_unscored)]
+        made = self.attempts.pop(nodeid, 0)
+        if made == 0 or (made == 1 and ctx is not None):
+            return  # one attempt (the usual case): nothing to replace, and no scan of the run's records
+        self.ledger.keep_attempt(nodeid, ctx.found if ctx is not None else RunLedger())
 
-    # -- run totals and the report ----------------------------------------------------------------------
-    def usage(self) -> Usage:
-        """Everything this process's engine and the merged-in ledgers (xdist workers) spent."""
-        return self.engine.usage + self.ledger.usage
-
-    def confirm_cost(self) -> ConfirmCost:
-        """What --bineval-confirm asked in this process and the merged-in ledgers."""
-        return self.engine.confirm_cost + self.ledger.confirm_cost
-
-    def checklist_usage(self) -> Usage:
-        """Of :meth:`usage`, what checklist generation spent."""
-        return self.engine.checklist_usage + self.ledger.checklist_usage
-
-    def totals(self) -> Totals:
-        return self._run_ledger().totals(self.regressions)
-
-    def _run_ledger(self) -> RunLedger:
-        """The run's ledger with this process's engine's usage in it."""
-        return RunLedger(usage=self.engine.usage, checklist_usage=self.engine.checklist_usage,
-                         confirm_cost=self.engine.confirm_cost,
-                         budget_refused=self.engine.budget_refused).merge(self.ledger)
-
+    # -- the run's report ----------------------------------------------------------------------------------------
     def judged_by(self) -> JudgedBy:
         """What judged this run: the judge model(s), the judge prompt (its digest), the prompts' version, and the
         checklist of each evaluation."""
@@ -427,85 +314,13 @@ class BinevalService:
                                   retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
                                   repeats=s.repeats, gate=self.options.gate,
                                   budget=s.budget)
-        notes = [*self.cache_notes(), *self.threshold_notes()]
+        notes = [*self.engine.cache_notes(), *self.ledger.threshold_notes(self.options.threshold)]
         if self.options.fail_on_regression and not self.options.baseline:
             notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")
-        return self._run_ledger().document(settings, regressions=self.regressions, optimize=optimized, notes=notes,
-                                           partial=partial, judged_by=self.judged_by(),
-                                           confirm=(s.confirm, s.confidence) if s.confirm else None)
-
-    # -- pytest-xdist: a worker's ledger, merged by the controller ------------------------------------------
-    def worker_payload(self) -> str:
-        """This worker's ledger, its engine's usage included."""
-        return self._run_ledger().dumps()
-
-    def merge_worker(self, payload: str, worker: str | None = None) -> None:
-        """Merge a worker's ledger (sent at its session's end); what it reported test by test is then replaced."""
-        if worker is not None:
-            self.progress.pop(worker, None)
-        self.ledger.merge(RunLedger.loads(payload))
-
-    def progress_payload(self, ctx: TestContext) -> str:
-        """A worker's progress after a test's teardown, sent with its report: the test's records and unscored
-        entry (this attempt's), whether it ran and failed, and the worker's running counts (usage, checklists,
-        pins). The controller keeps them until the worker's ledger arrives, which it never does when the run is
-        interrupted (Ctrl-C) or the worker crashes: then what the worker finished still counts."""
-        led, nodeid = self.ledger, ctx.nodeid
-        progress = RunLedger(
-            records=list(ctx.records), unscored=list(ctx.unscored), failed_tests=led.failed_tests & {nodeid},
-            ran_tests=led.ran_tests & {nodeid}, usage=self.engine.usage, checklist_usage=self.engine.checklist_usage,
-            confirm_cost=self.engine.confirm_cost, budget_refused=self.engine.budget_refused,
-            checklists_generated=led.checklists_generated, pins_written=list(led.pins_written),
-            pin_actions=list(led.pin_actions), unpinned=set(led.unpinned), rerun_evaluations=led.rerun_evaluations,
-            dimensions_checked=set(led.dimensions_checked), notes=list(led.notes))
-        return json.dumps({"test": nodeid, "ledger": progress.to_json()})
-
-    def note_progress(self, worker: str, payload: str) -> None:
-        """The controller's side of :meth:`progress_payload`: the latest running counts of ``worker`` and the last
-        attempt of each of its tests."""
-        data = json.loads(payload)
-        ledger = RunLedger.from_json(data["ledger"])
-        progress = self.progress.setdefault(worker, WorkerProgress())
-        progress.tests[data["test"]] = progress.latest = ledger
-
-    def merge_unfinished_workers(self) -> None:
-        """At the controller's session end: the progress of the workers whose ledger never arrived (interrupted,
-        or crashed) is merged, with a note saying so."""
-        for worker, progress in sorted(self.progress.items()):
-            self.ledger.merge(progress.ledger())
-            self.ledger.notes.append(
-                f"bineval: pytest-xdist worker {worker} ended before sending its results (interrupted, or it "
-                f"crashed): the report counts the {len(progress.tests)} test(s) it finished, and what it spent up "
-                "to the last of them")
-        self.progress.clear()
+        return self.ledger.document(settings, regressions=self.regressions, optimize=optimized, notes=notes,
+                                    partial=partial, judged_by=self.judged_by(),
+                                    confirm=(s.confirm, s.confidence) if s.confirm else None)
 
     def close(self) -> None:
         self.engine.close()
 
-
-class Bineval:
-    """The ``bineval`` session fixture: ``checklist(task, dimensions)``, ``evaluate(output, checklist,
-    source)``, ``options`` and the run's ``records`` so far (this process's)."""
-
-    def __init__(self, service: BinevalService) -> None:
-        self._service = service
-
-    @property
-    def options(self) -> Options:
-        return self._service.options
-
-    @property
-    def records(self) -> list[EvaluationRecord]:
-        return self._service.records
-
-    def checklist(self, task: str | None, dimensions: DimensionsArg = None, *, strategy: str = "bineval",
-                  question: str | None = None) -> Checklist:
-        """The (cached) checklist for a task, or with ``strategy="qworld"``/``"qworld-lite"`` the criteria for
-        ``question``; pinned files are used by tests, not by this call."""
-        return self._service.checklist(task, dimensions, strategy=strategy, question=question)
-
-    def evaluate(self, output: str, checklist: Checklist, source: str | None = None, *,
-                 dimensions: list[str] | None = None, model: str | None = None) -> Evaluation:
-        """Answer the checklist's questions (or its ``dimensions``') about ``output`` with the session's engine
-        (its cache, its usage); no threshold, no record."""
-        return self._service.evaluate(output, checklist, source, dimensions=dimensions, model=model)

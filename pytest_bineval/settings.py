@@ -7,6 +7,7 @@ The pytest options (``--bineval-<name>`` / ini ``bineval_<name>``), the ``bineva
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from .budget import budget_value
 from .errors import UsageError
 from .kinds import EXPLAIN_MODES, STREAM_MODES, ExplainMode, StreamMode
-from .llm.cache import CACHE_MODES, CacheMode
+from .llm.cache import CACHE_MODES, CacheMode, key_env_value
 from .llm.local import DEFAULT_MODEL
 from .llm.redis_cache import redis_url_value
 
@@ -25,8 +26,9 @@ __all__ = ["CACHE_MODES", "EXPLAIN_MODES", "SETTING_SPECS", "CacheMode", "Explai
 # -- parsers of option text: argparse.ArgumentTypeError on a bad value ----------------------------------------
 def number_in(cast: Callable[[str], float], low: float | None = None, high: float | None = None, *,
               above: bool = False, range_text: str | None = None) -> Callable[[str], Any]:
-    """A parser of ``cast(text)`` within [low, high] (``above``: strictly greater than ``low``);
-    ``range_text`` replaces the generic message (e.g. "thresholds are shares of yes answers within [0, 1]")."""
+    """A parser of ``cast(text)`` within [low, high] (``above``: strictly greater than ``low``), a finite number
+    (``inf``, ``1e309`` and ``nan`` are refused); ``range_text`` replaces the generic message (e.g. "thresholds
+    are shares of yes answers within [0, 1]")."""
     kind = "an integer" if cast is int else "a number"
 
     def parse(text: str) -> Any:
@@ -34,13 +36,15 @@ def number_in(cast: Callable[[str], float], low: float | None = None, high: floa
             v = cast(text.strip())
         except ValueError:
             raise argparse.ArgumentTypeError(f"not {kind}: {text!r}") from None
-        ok = (low is None or (v > low if above else v >= low)) and (high is None or v <= high) and v == v
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"not a finite number: {text.strip()!r}")
+        ok = (low is None or (v > low if above else v >= low)) and (high is None or v <= high)
         if not ok:
             if range_text is not None:
                 raise argparse.ArgumentTypeError(f"{range_text}, not {v}")
             if high is None:
                 raise argparse.ArgumentTypeError(f"must be {'>' if above else '>='} {low:g}, not {v}")
-            raise argparse.ArgumentTypeError(f"must be within [{low:g}, {high:g}], not {v}")
+            raise argparse.ArgumentTypeError(f"must be within {'(' if above else '['}{low:g}, {high:g}], not {v}")
         return v
 
     return parse
@@ -49,6 +53,10 @@ def number_in(cast: Callable[[str], float], low: float | None = None, high: floa
 positive_int = number_in(int, 1)
 non_negative_int = number_in(int, 0)
 positive_float = number_in(float, 0, above=True)
+# Sane upper bounds: beyond them a value is a typo, and it would make a run's deadline or cost unbounded in effect.
+MAX_TIMEOUT = 3600.0  # seconds to wait for one reply
+timeout_seconds = number_in(float, 0, MAX_TIMEOUT, above=True,
+                            range_text=f"a timeout is a number of seconds within (0, {MAX_TIMEOUT:g}]")
 temperature = number_in(float, 0, 2, range_text="temperature must be within [0, 2]")
 
 
@@ -132,13 +140,19 @@ class Settings:
     cache_ttl: int | None = field(default=None, metadata=_opt(
         "seconds a cache entry is kept after it is written (in Redis and in the cache directory)", positive_int,
         "SECONDS", shown="no expiry"))
+    cache_key_env: str | None = field(default=None, metadata=_opt(
+        "sign the cache's entries: the NAME of an environment variable holding a secret (16 characters or more); "
+        "entries are written with an HMAC of their key and value, and an unsigned or forged entry is not used (its "
+        "question is asked again). A runner where the variable is empty (a fork's pull request) may only read "
+        "(--bineval-cache read-only or replay), unchecked", key_env_value, "NAME", shown="none, unsigned"))
     concurrency: int = field(default=8, metadata=_opt(
         "parallel requests to hosted models (the embedded model is serialized)", positive_int, "N"))
     timeout: float = field(default=120.0, metadata=_opt(
-        "seconds to wait for one model reply; one evaluation's requests, retries and waits end within "
-        "timeout x (retries + 1) + 1 s", positive_float, "SECONDS"))
+        "seconds to wait for one model reply (and for one check of the catalogue); one evaluation's requests, "
+        "retries and waits end within timeout x (retries + 1) + 1 s (at most 3600)", timeout_seconds, "SECONDS"))
     retries: int = field(default=2, metadata=_opt(
-        "retries of a failed or unparseable reply", non_negative_int, "N"))
+        "retries of a failed or unparseable reply (at most 20)",
+        number_in(int, 0, 20, range_text="retries are within [0, 20]"), "N"))
     temperature: float = field(default=0.0, metadata=_opt(
         "sampling temperature of the models", temperature, "T"))
     repeats: int = field(default=1, metadata=_opt(

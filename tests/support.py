@@ -4,13 +4,14 @@ real-judge tests."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing.project import scripted_project
 
 # A hand-written checklist for the tests that run the real embedded judge (no generation call): the 135M
@@ -30,6 +31,16 @@ REAL_CHECKLIST: dict[str, Any] = {
     "model": "hand-written",
     "prompt_version": "1",
 }
+
+
+def real_judge_project(pytester: pytest.Pytester, test: str, suite: str) -> None:
+    """A project for the real embedded judge: ``suite`` as ``test_real.py``, its test ``test`` pinned to
+    :data:`REAL_CHECKLIST` (run it with ``--bineval-strict``: nothing is generated)."""
+    pin = pytester.path / "__bineval__" / "test_real" / f"{test}.json"
+    pin.parent.mkdir(parents=True)
+    pin.write_text(json.dumps({"format": 1, "checklists": [REAL_CHECKLIST]}))
+    pytester.makepyfile(test_real=suite)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
 
 
 # The fake judge says "no" to every question whose text is listed in NO, raises for those in BOOM,

@@ -44,12 +44,18 @@ def options_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def fill_between(markdown: str, start: str, end: str, text: str, page: str) -> str:
+    """``markdown`` with ``text`` between the markers ``start`` and ``end`` (a ValueError naming ``page`` when a
+    marker is missing); the hooks of generated parts of pages share it."""
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+    if not pattern.search(markdown):
+        raise ValueError(f"{page} lacks the markers {start} ... {end}")
+    return pattern.sub(lambda _: f"{start}\n{text}{end}", markdown)
+
+
 def fill(markdown: str) -> str:
     """``markdown`` with the generated tables between the markers (a ValueError when a marker is missing)."""
-    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.DOTALL)
-    if not pattern.search(markdown):
-        raise ValueError(f"{PAGE.name} lacks the markers {START} ... {END}")
-    return pattern.sub(lambda _: f"{START}\n{options_table()}{END}", markdown)
+    return fill_between(markdown, START, END, options_table(), PAGE.name)
 
 
 def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -337,7 +338,8 @@ def cmd_checks(args: argparse.Namespace) -> int:
     import sys
 
     result = measure(args.data_dir)
-    command = "bineval bench checks" + (f" --data-dir {args.data_dir}" if args.data_dir else "")
+    # the data folder as a path relative to where the command ran: no one machine's absolute path in the docs
+    command = "bineval bench checks" + (f" --data-dir {os.path.relpath(args.data_dir)}" if args.data_dir else "")
     if getattr(args, "with_judge", False):
         from ..settings import settings_from_args
 

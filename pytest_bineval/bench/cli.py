@@ -16,6 +16,7 @@ from .specs import CUSTOM, METHODS, CustomData, dataset_names
 CHECKS = "checks"  # the check catalogue on IFBench, the extractor on IFEval (bench/checks.py; no model)
 COST = "cost"  # requests, tokens and billing per assertion vs a one-call metric (bench/cost.py)
 OVERHEAD = "overhead"  # the CPU per test on a hosted judge vs the httpx floor (bench/overhead.py)
+GATE = "gate"  # the regression gate's false alarms and power, simulated (bench/gate.py; no model)
 
 __all__ = ["add_bench_parser", "cmd_bench", "config_from_args"]
 
@@ -28,6 +29,8 @@ examples:
       --score-key human.quality --task "Answer the customer's question politely."
   bineval bench rubrics --data healthbench.jsonl --limit 20 --strategy qworld --model openai/gpt-4o-mini
   bineval bench checks   (the check catalogue vs IFBench's verifier, the extractor vs IFEval; no model)
+  bineval bench gate   (the regression gate's false alarms and power, simulated: no model; --limit N runs
+      per scenario, default 200)
   bineval bench cost --limit 8   (requests, tokens, billing per assertion vs a one-call metric; a recording
       fake server, or --model openai/smollm2 --api-base URL for a server of your own)
   bineval bench overhead --limit 200   (CPU per test of pytest-bineval on a hosted judge vs the httpx floor and
@@ -60,12 +63,13 @@ def add_bench_parser(sub: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dataset", choices=[*dataset_names(), RUBRICS, CHECKS, COST, OVERHEAD],
+    p.add_argument("dataset", choices=[*dataset_names(), RUBRICS, CHECKS, COST, GATE, OVERHEAD],
                    help=f"the benchmark data set; {RUBRICS}: criteria generated per question against a reference "
                         f"rubric (--data FILE); {CHECKS}: the check catalogue on IFBench and the extractor on IFEval "
                         f"(code only, no model); {COST}: requests, tokens and billing per assertion beside a "
-                        "one-call G-Eval-style metric, on SummEval summaries; "
-                        f"{OVERHEAD}: CPU per test on a hosted judge beside the httpx floor (no data)")
+                        f"one-call G-Eval-style metric, on SummEval summaries; {GATE}: the regression gate's "
+                        "false-alarm rate and power on simulated suites (pure code, seeded; --limit N simulated runs "
+                        f"per scenario); {OVERHEAD}: CPU per test on a hosted judge beside the httpx floor (no data)")
     p.add_argument(
         "--method",
         action="append",
@@ -284,6 +288,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .cost import cmd_cost
 
         return cmd_cost(args)
+    if args.dataset == GATE:
+        from .gate import cmd_gate
+
+        return cmd_gate(args)
     if args.dataset == OVERHEAD:
         from .overhead import cmd_overhead
 

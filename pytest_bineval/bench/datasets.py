@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import BinevalError
+from ..errors import DataNotFoundError
 from ..jsonl import field_text, get_field, iter_jsonl, iter_records, read_json_list
 
 __all__ = [
@@ -56,10 +56,6 @@ TOPICAL_CHAT_DIMENSIONS: tuple[str, ...] = (
 )
 
 PathLike = str | os.PathLike[str]
-
-
-class DataNotFoundError(BinevalError, FileNotFoundError):
-    """The benchmark data directory (or one of its files) is missing."""
 
 
 @dataclass(frozen=True)

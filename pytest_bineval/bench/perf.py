@@ -38,7 +38,8 @@ from ..settings import add_setting_arguments, settings_from_args
 
 #: Settings perf does not take: it runs (a)-(c) without a cache and (e) in a temporary one, measures every explain
 #: mode, and generates no checklist. --repeats is perf's own (summaries per variant).
-NOT_OPTIONS = ("checklist_model", "cache", "cache_dir", "cache_url", "cache_prefix", "cache_ttl", "repeats", "explain")
+NOT_OPTIONS = ("checklist_model", "cache", "cache_dir", "cache_url", "cache_prefix", "cache_ttl", "cache_key_env",
+               "repeats", "explain")
 
 # The first 8 are the benchmark's checklist. How many the embedded model answers "no" depends on the article and the
 # judge prompt: with prompts VERSION 6 all eight on SummEval article 0, a mix on others (docs/performance.md). The

@@ -370,6 +370,7 @@ def add_qworld_parser(sub: Any) -> None:
     c.add_argument("--out", default=None, help="also write the table to this file")
     c.add_argument("--json", action="store_true", help="JSON rows instead of markdown")
     add_setting_arguments(c.add_argument_group("model"),
-                          exclude=("cache", "cache_dir", "cache_url", "cache_prefix", "cache_ttl"))
+                          exclude=("cache", "cache_dir", "cache_url", "cache_prefix", "cache_ttl",
+                                   "cache_key_env"))
     c.set_defaults(func=cmd_cost)
 

@@ -255,7 +255,7 @@ def run_scenario(scenario: Scenario, *, questions: int = 2, retries: int = 2, ti
     one streamed request per question, the server streaming its chat completions; off: the two-request path)."""
     from ..engine import Engine
     from ..errors import InputTooLargeError
-    from ..record import EvaluationRecord
+    from ..report.record import Asked, EvaluationRecord
     from ..settings import Settings
 
     checklist = _checklist(questions)
@@ -279,8 +279,8 @@ def run_scenario(scenario: Scenario, *, questions: int = 2, retries: int = 2, ti
             result.outcome = "crash"
             result.causes = [f"{type(exc).__name__}: {exc}"]
         else:
-            record = EvaluationRecord.build(test="fault", evaluation=evaluation, thresholds={"consistency": 0.5},
-                                            questions=checklist.questions, checklist_status="explicit")
+            record = EvaluationRecord.build(Asked(), evaluation, checklist, thresholds={"consistency": 0.5},
+                                            status="explicit", test="fault")
             result.outcome = record.outcome
             result.answers = [v.answer for v in evaluation.verdicts]
             result.causes = [v.error or "" for v in evaluation.verdicts if v.answer == "error"]
@@ -429,7 +429,8 @@ def kill_mid_write(directory: Path, *, after: float = 1.5) -> KillOutcome:
     import sqlite3
     import warnings
 
-    from ..llm.cache import BinevalCacheWarning, ResponseCache
+    from ..errors import BinevalCacheWarning
+    from ..llm.cache import ResponseCache
 
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(directory)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None

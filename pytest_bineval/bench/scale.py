@@ -151,7 +151,7 @@ def _bineval(*args: str, cwd: Path) -> float:
 
 def record_memory(path: Path) -> tuple[int, int]:
     """(records, bytes the loaded report holds) of a report file, by tracemalloc."""
-    from ..record import ReportDocument
+    from ..report.document import ReportDocument
 
     ReportDocument.load(path)  # once before: what the first load builds (validators, caches) is not the records'
     tracemalloc.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from .catalogue import KINDS, Check, CheckError, CheckResult, Kind, parse_check, run_check
+from ..errors import CheckError, CheckTimeout
+from .catalogue import KINDS, Check, CheckResult, Kind, parse_check, run_check
 
-__all__ = ["KINDS", "Check", "CheckError", "CheckResult", "Kind", "parse_check", "run_check"]
+__all__ = ["KINDS", "Check", "CheckError", "CheckResult", "CheckTimeout", "Kind", "parse_check", "run_check"]

@@ -6,7 +6,13 @@ explanation says what was measured ("5 sentences; the limit is 3"). The kinds fo
 instructions (Zhou et al., 2023) and their common variants; counting rules follow IFEval's verifier where it has
 one (words are ``\\w+`` runs, so unicode words count; paragraphs are separated by blank lines or a divider).
 
-Two kinds need the optional extra ``checks`` (``pip install "pytest-bineval[checks]"``): sentence counts
+A ``regex`` check's pattern is matched by the ``regex`` package (a dependency), with a time limit: a pattern that
+backtracks catastrophically on some text (``^(.*?,){11}P`` on ``"1," * 60 + "!"``; ``re`` also on
+``^(\\w+\\s?)+$``, which ``regex`` answers at once) ends at its bound with a :class:`CheckTimeout` naming it,
+never runs on. The bound is :data:`CHECK_SECONDS`, or what :meth:`Check.run` is
+given (in an evaluation: ``--bineval-timeout``, within the evaluation's deadline).
+
+Two kinds need the optional extra ``checks`` (``pip install -e ".[checks]"`` from a clone): sentence counts
 (``pysbd``, a rule-based sentence boundary detector that knows abbreviations) and ``language`` (``langdetect``,
 Google's language-detection port); both are imported only when such a check runs, and a missing one is a
 :class:`~pytest_bineval.errors.MissingExtraError`. ``json`` with a ``schema`` uses ``jsonschema`` (same extra).
@@ -20,17 +26,16 @@ import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import MissingExtraError, UsageError
+from ..errors import CheckError, CheckTimeout, MissingExtraError, install_hint
 
-EXTRA_HINT = 'pip install "pytest-bineval[checks]"'
+EXTRA_HINT = install_hint("checks")
 
-
-class CheckError(UsageError):
-    """A check that is not in the catalogue, or whose parameters do not fit its kind."""
+# Seconds a check may take when no bound is given (outside an evaluation: bineval bench, run_check).
+CHECK_SECONDS = 10.0
 
 
 class CheckResult(NamedTuple):
@@ -44,13 +49,23 @@ class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _whole_number(value: Any) -> Any:
+    """A count is written as a number: ``true`` (which Python counts as 1) or ``"3"`` is refused."""
+    if isinstance(value, (bool, str)):
+        raise ValueError(f"a whole number is meant here, not {value!r}")
+    return value
+
+
+Number = Annotated[int, BeforeValidator(_whole_number)]
+
+
 class Count(_Params):
-    value: int = Field(ge=0)
+    value: Number = Field(ge=0)
 
 
 class Between(_Params):
-    min: int = Field(ge=0)
-    max: int = Field(ge=0)
+    min: Number = Field(ge=0)
+    max: Number = Field(ge=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> Between:
@@ -95,8 +110,8 @@ class Words(_Params):
 
 class KeywordCount(_Params):
     keyword: str = Field(min_length=1)
-    min: int | None = Field(default=None, ge=0)
-    max: int | None = Field(default=None, ge=0)
+    min: Number | None = Field(default=None, ge=0)
+    max: Number | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _bounded(self) -> KeywordCount:
@@ -139,11 +154,20 @@ class Regex(_Params):
 
     @model_validator(mode="after")
     def _compiles(self) -> Regex:
+        engine = _regex_engine()
         try:
-            re.compile(self.pattern)
-        except re.error as exc:
+            engine.compile(self.pattern)
+        except engine.error as exc:
             raise ValueError(f"pattern {self.pattern!r} is not a regular expression: {exc}") from None
         return self
+
+
+@cache
+def _regex_engine() -> Any:
+    """The ``regex`` package: ``re``'s syntax, and a ``timeout`` that ends a match that backtracks without end."""
+    import regex
+
+    return regex
 
 
 class Options(_Params):
@@ -155,8 +179,8 @@ class Marker(_Params):
 
 
 class NthParagraph(_Params):
-    paragraphs: int = Field(ge=1)
-    n: int = Field(ge=1)
+    paragraphs: Number = Field(ge=1)
+    n: Number = Field(ge=1)
     word: str = Field(min_length=1)
 
 
@@ -169,6 +193,8 @@ class Kind:
     run: Callable[[Any, str], CheckResult]
     question: Callable[[Any], str]
     needs: str | None = None  # the module of the optional extra `checks` it imports (None: none)
+    # a verifier whose time depends on its parameters (a pattern): given the seconds it may take
+    bounded: Callable[[Any, str, float], CheckResult] | None = None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -472,11 +498,22 @@ def _json(p: JsonParams, out: str) -> CheckResult:
     return CheckResult(False, f"JSON does not match the schema at {where}: {error.message}")
 
 
-def _regex(p: Regex, out: str) -> CheckResult:
-    if p.mode == "fullmatch":
-        ok = re.fullmatch(p.pattern, out.strip(), flags=re.DOTALL) is not None
-        return CheckResult(ok, f"the response {'matches' if ok else 'does not match'} /{p.pattern}/ as a whole")
-    found = re.search(p.pattern, out, flags=re.MULTILINE)
+def _regex(p: Regex, out: str, seconds: float = CHECK_SECONDS) -> CheckResult:
+    """The pattern matched by the ``regex`` package within ``seconds`` (:class:`CheckTimeout` beyond); the GIL is
+    released while it matches (``concurrent``: the text is a ``str``, which cannot change under it)."""
+    engine = _regex_engine()
+    try:
+        if p.mode == "fullmatch":
+            ok = engine.fullmatch(p.pattern, out.strip(), flags=engine.DOTALL, timeout=seconds,
+                                  concurrent=True) is not None
+            return CheckResult(ok, f"the response {'matches' if ok else 'does not match'} /{p.pattern}/ as a whole")
+        found = engine.search(p.pattern, out, flags=engine.MULTILINE, timeout=seconds, concurrent=True)
+    except TimeoutError:
+        shown = p.pattern if len(p.pattern) <= 60 else p.pattern[:59] + "…"
+        raise CheckTimeout(f"the regular expression /{shown}/ did not finish within "
+                           f"{seconds:g} s on the response ({len(out):,} characters): a pattern with nested "
+                           "repetition, such as (\\w+\\s?)+, backtracks without end on some texts; rewrite it "
+                           "without one") from None
     if p.mode == "absent":
         return CheckResult(found is None, f"/{p.pattern}/ not found" if found is None else
                            f"/{p.pattern}/ found: {found.group(0)[:20]!r}")
@@ -519,7 +556,8 @@ KINDS.update({k.name: k for k in (
         " matching the given schema?" if p.json_schema is not None else "?")),
     Kind("regex", Regex, _regex, lambda p: {"search": f"Does the response contain a match of /{p.pattern}/?",
                                             "fullmatch": f"Does the whole response match /{p.pattern}/?",
-                                            "absent": f"Does the response avoid /{p.pattern}/?"}[p.mode]),
+                                            "absent": f"Does the response avoid /{p.pattern}/?"}[p.mode],
+         bounded=_regex),
 )})
 
 
@@ -534,8 +572,11 @@ class Check:
     kind: Kind
     params: _Params
 
-    def run(self, output: str) -> CheckResult:
-        """Verify ``output``."""
+    def run(self, output: str, seconds: float = CHECK_SECONDS) -> CheckResult:
+        """Verify ``output``; a check whose time depends on its parameters (a ``regex``) ends within ``seconds``
+        (:class:`CheckTimeout` beyond: an error of the question, never a verdict)."""
+        if self.kind.bounded is not None:
+            return self.kind.bounded(self.params, output, seconds)
         return self.kind.run(self.params, output)
 
     @property
@@ -576,6 +617,6 @@ def parse_check(spec: Mapping[str, Any] | Check) -> Check:
     return Check(kind, params)
 
 
-def run_check(spec: Mapping[str, Any] | Check, output: str) -> CheckResult:
-    """Verify ``output`` against the check ``spec``."""
-    return parse_check(spec).run(output)
+def run_check(spec: Mapping[str, Any] | Check, output: str, seconds: float = CHECK_SECONDS) -> CheckResult:
+    """Verify ``output`` against the check ``spec`` (within ``seconds``, see :meth:`Check.run`)."""
+    return parse_check(spec).run(output, seconds)

@@ -13,14 +13,24 @@ raises :data:`REPLAY_MISS` instead (fork pull requests, which get no API key, ju
 
 The same entries can live in Redis instead, shared by every runner of a suite (:mod:`.redis_cache`); for teams
 without one, :func:`merge_caches` (``bineval cache merge``) combines the directories of several runners.
+
+Whoever can write a cache decides the verdicts read from it. Signed entries (:class:`Signing`,
+``--bineval-cache-key-env NAME``): every entry written carries an HMAC-SHA256 of its key and value with the secret
+held by the environment variable NAME, and a runner that has the secret takes only entries whose HMAC matches; an
+unsigned or forged entry is a miss (the question is asked again, its request counted; said once per process). A
+runner without the secret (NAME empty, as in a fork's pull request) cannot write signed entries, so it cannot forge
+one: it may only read (``read-only``, ``replay``), and reads the entries unchecked, said once. The secret itself is
+never stored, said or kept anywhere but in the signer.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import json
 import os
+import re
 import sqlite3
 import time
 import urllib.parse
@@ -30,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import UsageError
+from ..errors import BinevalCacheWarning, UsageError
 from ..redaction import redact_obj
 
 CacheMode = Literal["on", "off", "read-only", "replay"]
@@ -44,8 +54,79 @@ REPLAY_MISS = ("not in the shared cache (--bineval-cache replay sends no request
 _SECRET_PARAMS = frozenset({"api_key", "azure_ad_token", "aws_secret_access_key", "headers", "extra_headers"})
 
 
-class BinevalCacheWarning(UserWarning):
-    """The cache could not be used for an entry or at all; results were recomputed."""
+# -- signed entries -------------------------------------------------------------------------------------------------
+MIN_SECRET_CHARS = 16
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+SECRET_HINT = "python -c 'import secrets; print(secrets.token_hex(32))'"
+
+
+class UnsignedEntry(ValueError):
+    """An entry without a signature, or whose signature is not the HMAC of its key and value with the secret."""
+
+
+def key_env_value(text: str) -> str:
+    """The parser of ``--bineval-cache-key-env``: the name of an environment variable (the value given is never
+    repeated in the error: it may be the secret itself)."""
+    import argparse
+
+    name = text.strip()
+    if not _ENV_NAME.match(name):
+        raise argparse.ArgumentTypeError(
+            "give the NAME of the environment variable that holds the signing secret (e.g. BINEVAL_CACHE_SECRET), "
+            "not the secret itself; the value given is not a variable name (not shown here)")
+    return name
+
+
+class Signing:
+    """Signed cache entries: the secret read from the environment variable ``env`` when this is made (None: the
+    variable is empty or unset, this runner has no secret: it reads entries unchecked and must not write).
+    Its repr never shows the secret."""
+
+    def __init__(self, env: str) -> None:
+        self.env = env
+        value = os.environ.get(env, "")
+        if value and len(value) < MIN_SECRET_CHARS:
+            raise UsageError(f"the cache signing secret in ${env} has {len(value)} characters; give one of at least "
+                             f"{MIN_SECRET_CHARS} (e.g. {SECRET_HINT})")
+        self._secret = value.encode("utf-8", "surrogatepass") if value else None
+
+    def __repr__(self) -> str:
+        return f"Signing(env={self.env!r}, secret={'set' if self.has_secret else 'missing'})"
+
+    @property
+    def has_secret(self) -> bool:
+        return self._secret is not None
+
+    def sign(self, key: str, value: dict[str, Any]) -> str:
+        """The HMAC-SHA256 of ``key`` and ``value`` (canonical JSON), as ``sha256:<hex>``."""
+        assert self._secret is not None, "a runner without the secret writes nothing"
+        blob = json.dumps([key, value], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        digest = hmac.new(self._secret, blob.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+        return f"sha256:{digest}"
+
+    def check(self, entry: dict[str, Any]) -> None:
+        """:class:`UnsignedEntry` unless ``entry`` carries the signature of its key and value (no secret: no check)."""
+        if self._secret is None:
+            return
+        signature = entry.get("sig")
+        if not isinstance(signature, str):
+            raise UnsignedEntry("unsigned")
+        if not hmac.compare_digest(signature, self.sign(entry["key"], entry["value"])):
+            raise UnsignedEntry("signature does not match")
+
+
+def cache_signing(env: str | None, mode: CacheMode) -> Signing | None:
+    """The signing of ``--bineval-cache-key-env`` ``env`` (None: entries are neither signed nor checked). A runner
+    without the secret may only read: mode ``on`` without it is a :class:`UsageError` saying what to do."""
+    if env is None or mode == "off":
+        return None
+    signing = Signing(env)
+    if not signing.has_secret and mode == "on":
+        raise UsageError(f"--bineval-cache-key-env {env}: ${env} is empty or unset, so this run could not sign what "
+                         f"it writes to the cache. Set {env} to the signing secret (a CI secret; e.g. {SECRET_HINT}), "
+                         "or run with --bineval-cache read-only or replay (a pull request from a fork, which gets no "
+                         "secrets: it reads the entries without checking their signatures and writes none)")
+    return signing
 
 
 def cache_key(request: dict[str, Any]) -> str:
@@ -63,12 +144,18 @@ class ResponseCache:
     same entries in Redis. A store is reached through :meth:`_fetch`, :meth:`_store` and :meth:`close`."""
 
     def __init__(self, directory: str | os.PathLike[str], mode: CacheMode = "on", *,
-                 ttl: float | None = None) -> None:
+                 ttl: float | None = None, signing: Signing | None = None) -> None:
         self.mode: CacheMode = checked_mode(mode)
         self.ttl = ttl
         self.directory = Path(directory)
         self._cache: Any = None
         self._broken = False
+        self._init_signing(signing)
+
+    def _init_signing(self, signing: Signing | None) -> None:
+        self.signing = signing
+        self.rejected = 0  # entries not used: unsigned or forged (with signing on)
+        self._unchecked_said = False
 
     @property
     def writes(self) -> bool:
@@ -126,17 +213,37 @@ class ResponseCache:
         if raw is None:
             return None
         try:
-            value = decode_entry(key, raw)
+            value = decode_entry(key, raw, self.signing)
+        except UnsignedEntry as exc:
+            self._rejected(key, str(exc))
+            return None
         except Exception as exc:
             self._warn(f"corrupt cache entry {key[:12]}… ({exc!r}); recomputing")
             return None
+        if self.signing is not None and not self.signing.has_secret and not self._unchecked_said:
+            self._unchecked_said = True
+            env = self.signing.env
+            self._warn(f"--bineval-cache-key-env {env}: ${env} is empty or unset, so the signatures of the cache "
+                       "entries are not checked in this run: its verdicts from the cache are only as trustworthy as "
+                       "whoever can write the cache (it writes none itself, so it cannot forge an entry)")
         return value
+
+    def _rejected(self, key: str, why: str) -> None:
+        """An unsigned or forged entry: a miss, counted, said once per process."""
+        self.rejected += 1
+        if self.rejected == 1:
+            assert self.signing is not None
+            then = "asked again and its reply stored signed" if self.writes else "asked again"
+            self._warn(f"cache entry {key[:12]}… is not used: {why} (--bineval-cache-key-env "
+                       f"{self.signing.env}: only entries signed with the secret count); its question is {then}. "
+                       "Entries written without signing, or by someone without the secret, are all refused so: the "
+                       "later ones are not said again")
 
     def set(self, key: str, value: dict[str, Any]) -> None:
         if not self.writes:
             return
         try:
-            self._store(key, encode_entry(key, value))
+            self._store(key, encode_entry(key, value, self.signing))
         except Exception as exc:
             self._warn(f"cannot write cache entry ({exc!r})")
 
@@ -156,16 +263,23 @@ def checked_mode(mode: str) -> CacheMode:
     return mode
 
 
-def encode_entry(key: str, value: dict[str, Any]) -> str:
-    """The stored text of an entry: JSON carrying its own key, the value redacted."""
-    return json.dumps({"key": key, "value": redact_obj(value)}, ensure_ascii=False)
+def encode_entry(key: str, value: dict[str, Any], signing: Signing | None = None) -> str:
+    """The stored text of an entry: JSON carrying its own key, the value redacted, and with ``signing`` the
+    signature of both (``sig``)."""
+    entry: dict[str, Any] = {"key": key, "value": redact_obj(value)}
+    if signing is not None and signing.has_secret:
+        entry["sig"] = signing.sign(key, entry["value"])
+    return json.dumps(entry, ensure_ascii=False)
 
 
-def decode_entry(key: str, raw: str | bytes) -> dict[str, Any]:
-    """The value stored as ``raw`` under ``key``; ValueError when it is not an entry of this key."""
+def decode_entry(key: str, raw: str | bytes, signing: Signing | None = None) -> dict[str, Any]:
+    """The value stored as ``raw`` under ``key``; ValueError when it is not an entry of this key,
+    :class:`UnsignedEntry` when ``signing`` (with its secret) finds no valid signature of it."""
     entry = json.loads(raw)
     if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("value"), dict):
         raise ValueError("entry does not belong to this key")
+    if signing is not None:
+        signing.check(entry)
     value: dict[str, Any] = entry["value"]
     return value
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ..errors import CallError, InputTooLargeError
+from ..errors import BinevalEncodingWarning, CallError, InputTooLargeError
 from ..models import Usage
 from ..prompting import prompt_version
 from ..redaction import redact, replace_surrogates, secrets_of_params
@@ -55,11 +55,6 @@ __all__ = ["BinevalEncodingWarning", "BinevalUsageWarning", "LLMClient", "ModelS
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-class BinevalEncodingWarning(UserWarning):
-    """Text sent to a model, or a model's reply, had characters that cannot be encoded (lone surrogates); they
-    were replaced by U+FFFD."""
 
 
 def _cleaned(content: str, model: str) -> str:

@@ -32,6 +32,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import BinevalInsecureKeyWarning
+
 __all__ = ["BinevalInsecureKeyWarning", "CrossHostRedirect", "HttpClients", "is_loopback", "openai_client",
            "warn_plain_http_key"]
 
@@ -45,10 +47,6 @@ class CrossHostRedirect(Exception):
             f"the API base's host {origin} redirected (HTTP {status}) to another host, {target}: refused (the "
             f"verdicts would come from a server that was not configured); set the API base to the address that "
             f"answers")
-
-
-class BinevalInsecureKeyWarning(UserWarning):
-    """An API key is sent over plain HTTP to a host that is not this machine."""
 
 
 def is_loopback(host: str) -> bool:

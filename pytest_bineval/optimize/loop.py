@@ -30,7 +30,8 @@ from typing import Any
 from ..engine import Engine, run_sync
 from ..files import write_text_atomic
 from ..models import Usage
-from ..record import EvaluationRecord, OptimizeOutcome
+from ..report.document import OptimizeOutcome
+from ..report.record import EvaluationRecord
 from .lessons import digest, history_path, load_history, save_history
 from .prompt import Failure, PromptOptimizer, failures_by_prompt
 

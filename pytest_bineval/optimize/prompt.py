@@ -37,7 +37,8 @@ from ..engine import Engine, run_sync
 from ..errors import BinevalError
 from ..files import write_text_atomic
 from ..prompting import delimit, load_prompt, strip_comments
-from ..record import EvaluationRecord, OptimizeOutcome
+from ..report.document import OptimizeOutcome
+from ..report.record import EvaluationRecord
 from .lessons import (
     EXAMPLES,
     LessonLoop,

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 import pytest
 
 from ..files import write_text_atomic
-from ..record import EvaluationRecord, OptimizeOutcome
+from ..report.document import OptimizeOutcome
+from ..report.record import EvaluationRecord
 
 __all__ = ["OptimizeRunner", "RunState"]
 

@@ -14,9 +14,11 @@ import os
 from collections.abc import Collection, Sequence
 
 from ..models import cost_text
-from ..record import EvaluationDiff, EvaluationRecord, Location, RegressionReport, Totals
+from ..report.comparison import EvaluationDiff, RegressionReport
+from ..report.document import Totals
+from ..report.record import EvaluationRecord, Location
 from ..untrusted import show_controls
-from .terminal import score_line
+from .terminal import flip_note, score_line
 
 
 # -- workflow commands ---------------------------------------------------------------------------------------
@@ -82,10 +84,14 @@ def workflow_commands(records: Sequence[EvaluationRecord], regressions: Regressi
                       for v in rec.failing()]
         out.append(command("error", "\n".join(lines), **_where(rec.location, rootdir, workspace), title=title))
     if regressions is not None:
-        for d, c in regressions.changes("regression"):
+        noise = ("unstable", "same input")  # the judge's noise: said in the summary, not as a regression
+        flagged = (regressions.changes("regression") if regressions.fail_on == "any"
+                   else [(d, c) for d, c in regressions.flips() if c.flip is not None and c.flip.status not in noise])
+        for d, c in flagged:
             if d.key in annotated:
                 continue  # its failing assertion has an error annotation already
-            message = f"[{c.dimension}] {c.question}: yes -> no\nnow: {c.explanation or '(no explanation)'}"
+            note = f" ({flip_note(c)})" if c.flip is not None else ""
+            message = f"[{c.dimension}] {c.question}: yes -> no{note}\nnow: {c.explanation or '(no explanation)'}"
             if c.baseline_explanation:
                 message += f"\nwas: {c.baseline_explanation}"
             out.append(command("warning", message, **_where(d.location, rootdir, workspace),
@@ -152,6 +158,8 @@ def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]
         out.append("")
         for c in diff.changes:
             line = f"- **{c.kind}** \\[{md(c.dimension)}\\] {md(c.question)}: {c.before} → {c.after}"
+            if c.flip is not None:
+                line += f" ({md(flip_note(c))})"
             if c.explanation or c.after == "no":  # a yes is not explained under --bineval-explain failing
                 line += f"; now: {md(c.explanation or '(no explanation)')}"
             if c.baseline_explanation:
@@ -181,6 +189,10 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
         out += [f"**Partial run** ({md(partial)}): only the tests that ran are here; its report is no baseline.", ""]
     for line in regressions.judged_differently if regressions is not None else []:  # before anything else
         out += [f"**Judged differently**: {md(line)}; an answer that changed may have changed with the judge.", ""]
+    from .verdict import parts_of
+
+    out += [f"- **{md(p.text)}**" if p.bad else f"- {md(p.text)}" for p in parts_of(regressions, totals)]
+    out.append("")
     out.append(f"**{_n(totals.evaluations, 'evaluation')}**: {totals.passed} passed, {totals.failed} below "
                f"threshold, {_n(totals.errors, 'judge error')}.")
     if totals.unscored_tests:
@@ -224,6 +236,11 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
         f"{totals.unpinned_checklists} |",
         "",
     ]
+    if regressions is not None and (f := regressions.confirmation) is not None:
+        out += [f"Of which confirming the flips: {_n(f.flips, 'flip')} to confirm by re-asking about both runs, "
+                f"{_n(f.reasks, 'fresh ask')} ({_n(f.requests, 'request')}, {_n(f.cache_hits, 'cache hit')})."
+                if f.engine else f"{_n(f.flips, 'flip')} not re-asked: no judge here (bineval report "
+                "--confirm-flips re-asks them).", ""]
     return "\n".join(out)
 
 

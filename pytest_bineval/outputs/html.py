@@ -1,5 +1,5 @@
 """The self-contained HTML report (``--bineval-html``, ``bineval report --html``): a pure function of a
-:class:`~pytest_bineval.record.ReportDocument`, and optionally of a baseline document to compare with.
+:class:`~pytest_bineval.report.document.ReportDocument`, and optionally of a baseline document to compare with.
 
 One file: CSS, JavaScript and SVG plots are inline and a Content-Security-Policy forbids loading anything
 else, so the page opens from disk (a CI artifact) and makes no request. Every text goes through jinja2's
@@ -17,83 +17,17 @@ import base64
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from ..files import write_text_atomic
 from ..models import Verdict, cost_text
-from ..record import (
-    ChangeKind,
-    DimensionResult,
-    EvaluationRecord,
-    QuestionChange,
-    RegressionReport,
-    ReportDocument,
-)
-
-# -- comparison with a baseline report ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BaselineDiff:
-    """The page's view of a :class:`~pytest_bineval.record.RegressionReport` (this run against a baseline,
-    made by :func:`pytest_bineval.baseline.diff_runs`): its changes by (record key, question id)."""
-
-    report: RegressionReport
-    changes: dict[tuple[str, str], QuestionChange] = field(default_factory=dict)
-    scores: dict[tuple[str, str], float | None] = field(default_factory=dict)  # (key, dimension) -> old score
-    drops: frozenset[tuple[str, str]] = frozenset()  # (key, dimension): fell by more than the tolerance
-
-    @classmethod
-    def of(cls, report: RegressionReport) -> BaselineDiff:
-        return cls(report=report,
-                   changes={(d.key, c.question_id): c for d in report.compared for c in d.changes},
-                   scores={(d.key, s.name): s.before for d in report.compared for s in d.scores},
-                   drops=frozenset((d.key, s.name) for d, s in report.score_drops()))
-
-    @property
-    def label(self) -> str:
-        return self.report.baseline or "the baseline"
-
-    @property
-    def created(self) -> str:
-        return self.report.baseline_created
-
-    @property
-    def new_keys(self) -> frozenset[str]:
-        """Evaluations the baseline does not have."""
-        return frozenset(r.key for r in self.report.added)
-
-    @property
-    def removed_keys(self) -> tuple[str, ...]:
-        """Evaluations only the baseline has."""
-        return tuple(r.key for r in self.report.removed)
-
-    @property
-    def compared(self) -> int:
-        """Questions asked in both runs (matched by id and text)."""
-        return sum(d.unchanged + len(d.changes) for d in self.report.compared)
-
-    def of_kind(self, kind: ChangeKind) -> list[QuestionChange]:
-        return [c for _, c in self.report.changes(kind)]
-
-    @property
-    def tolerance(self) -> str:
-        return f"{self.report.tolerance:.2f}"
-
-
-def diff_reports(current: ReportDocument, baseline: ReportDocument, label: str = "baseline", *,
-                 tolerance: float = 0.0) -> BaselineDiff:
-    """This report against a baseline report, question by question (:func:`pytest_bineval.baseline.diff_runs`:
-    yes -> no of a stable question is a regression, no -> yes a fix, a flip of an unstable one apart); a
-    dimension score that fell by more than ``tolerance`` is a score drop."""
-    from ..baseline import diff_runs
-
-    return BaselineDiff.of(diff_runs(baseline.evaluations, current.evaluations, baseline=label,
-                                     tolerance=tolerance, created=baseline.created, generator=baseline.generator,
-                                     judged=(baseline.judge(), current.judge())))
-
+from ..report.comparison import BaselineDiff, QuestionChange, RegressionReport
+from ..report.document import ReportDocument
+from ..report.record import DimensionResult, EvaluationRecord
+from .labelling_html import LabellingView
+from .verdict import Part, parts_of
 
 # -- the view the template lays out -------------------------------------------------------------------------
 
@@ -151,7 +85,14 @@ class Cell:
 
     @property
     def regressed(self) -> bool:
-        return self.change is not None and self.change.kind == "regression"
+        """A yes -> no flip that is no noise: confirmed by re-asking (or not settled); without a confirmation (an
+        older report), a flip of a stable question."""
+        c = self.change
+        if c is None:
+            return False
+        if c.flip is not None:
+            return c.flip.status not in ("unstable", "same input")
+        return c.kind == "regression"
 
     @property
     def fixed(self) -> bool:
@@ -159,8 +100,14 @@ class Cell:
 
     @property
     def flipped(self) -> bool:
-        """yes <-> no of an unstable question: reported apart from a regression."""
-        return self.change is not None and self.change.kind == "unstable flip"
+        """yes <-> no of an unstable question, or a yes -> no flip that was the judge's noise (re-asking did not
+        keep it, or nothing the judge read changed): reported apart from a regression."""
+        c = self.change
+        if c is None:
+            return False
+        if c.flip is not None:
+            return c.flip.status in ("unstable", "same input")
+        return c.kind == "unstable flip"
 
     @property
     def why(self) -> str:
@@ -332,6 +279,7 @@ class ReportView:
     histograms: tuple[Histogram, ...]
     diff: BaselineDiff | None
     models: tuple[str, ...]
+    outcome: tuple[Part, ...] = ()  # the run's outcome, as every output says it (outputs/verdict.py)
     bar_width: int = BAR_WIDTH
 
     @property
@@ -372,11 +320,11 @@ def _dimension_verdicts(rec: EvaluationRecord) -> dict[str, list[Verdict]]:
     return groups
 
 
-def build_view(document: ReportDocument, diff: BaselineDiff | None = None) -> ReportView:
+def build_view(document: ReportDocument, comparison: RegressionReport | None = None) -> ReportView:
     """The view of ``document``; ``diff`` (default: the document's own ``regressions``, when it was made with
     ``--bineval-baseline``) marks what changed since the baseline."""
-    if diff is None and document.regressions is not None:
-        diff = BaselineDiff.of(document.regressions)
+    comparison = comparison if comparison is not None else document.regressions
+    diff = None if comparison is None else BaselineDiff.of(comparison)
     records = document.evaluations
     grouped = [_dimension_verdicts(r) for r in records]
     sizes: dict[str, int] = {}
@@ -419,7 +367,7 @@ def build_view(document: ReportDocument, diff: BaselineDiff | None = None) -> Re
                                  else [r.model for r in records]))
     return ReportView(document=document, rows=tuple(rows), columns=tuple(columns),
                       histograms=tuple(histogram(n, ds) for n, ds in by_dim.items()), diff=diff,
-                      models=tuple(m for m in models if m))
+                      models=tuple(m for m in models if m), outcome=tuple(parts_of(comparison, document.totals)))
 
 
 # -- rendering ----------------------------------------------------------------------------------------------
@@ -433,26 +381,32 @@ def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
-def render_html(document: ReportDocument, diff: BaselineDiff | None = None) -> str:
-    """The report as one self-contained HTML page; ``diff`` (:func:`diff_reports`; default: the document's
-    own comparison with ``--bineval-baseline``) marks what changed since a baseline."""
+def render_html(document: ReportDocument, comparison: RegressionReport | None = None) -> str:
+    """The report as one self-contained HTML page; ``comparison`` (:func:`~pytest_bineval.report.document.diff_reports`;
+    default: the document's own comparison with ``--bineval-baseline``) marks what changed since a baseline."""
     import jinja2
     from markupsafe import Markup
 
-    view = build_view(document, diff)
+    view = build_view(document, comparison)
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("pytest_bineval.outputs", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    style, script = _asset("report.css"), _asset("report.js")
+    style = _asset("report.css") + _asset("labels.css")  # labelling: outputs/labelling_html.py
+    script = _asset("report.js") + _asset("labels.js")
     for text in (style, script):
         if "</" in text:  # would end the inline element early
             raise AssertionError("an inline asset of the HTML report must not contain '</'")
     csp = (f"default-src 'none'; style-src {_csp_hash(style)}; script-src {_csp_hash(script)}; "
            "img-src data:; base-uri 'none'; form-action 'none'")
+    from .terminal import flip_note
+    from .verdict import suite_text
+
     return env.get_template("report.html.j2").render(
-        view=view, doc=document, totals=document.totals, style=Markup(style), script=Markup(script), csp=csp)
+        view=view, doc=document, totals=document.totals, style=Markup(style), script=Markup(script), csp=csp,
+        labelling=LabellingView.of(document), flip_note=flip_note, suite_text=suite_text)
 
 
-def write_html(path: str | os.PathLike[str], document: ReportDocument, diff: BaselineDiff | None = None) -> Path:
+def write_html(path: str | os.PathLike[str], document: ReportDocument,
+               comparison: RegressionReport | None = None) -> Path:
     """Render and write atomically (a reader never sees half a page); returns the path written."""
-    return write_text_atomic(path, render_html(document, diff))
+    return write_text_atomic(path, render_html(document, comparison))

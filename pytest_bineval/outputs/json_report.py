@@ -10,7 +10,7 @@ from ..options import Options
 from .base import write_output
 
 if TYPE_CHECKING:
-    from ..record import ReportDocument
+    from ..report.document import ReportDocument
 
 
 class JsonReport:

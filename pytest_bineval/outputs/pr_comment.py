@@ -1,11 +1,12 @@
 """``--bineval-pr-comment PATH``: the run as the markdown body of one pull-request comment.
 
-Most important first: how what judged the run differs from what judged the baseline (judge model, judge prompt,
-prompts version, checklists), if it does; then the significant regressions (dimensions whose drop is beyond the
-tolerance and significant at ``--bineval-alpha``, with their questions answered yes in the baseline and no now),
-every other score change with its p-value, the unstable questions, the judge errors, and what the run cost.
+Most important first: the headline states the outcome (:mod:`.verdict`: the cases confirmed regressed, each
+dimension's suite-level verdict, flips not settled, threshold failures); then how what judged the run differs from
+what judged the baseline, if it does; each regressed case with its parameters, its flipped questions and their
+re-asks, and its two outputs side by side (collapsed); the suite per dimension; the flips not settled and the
+judge's noise; score changes; the unstable questions, the judge errors, and what the run cost.
 The body is a pure function of the finished
-:class:`~pytest_bineval.record.ReportDocument` and holds no timestamp or duration, so a sticky-comment action
+:class:`~pytest_bineval.report.document.ReportDocument` and holds no timestamp or duration, so a sticky-comment action
 (``marocchino/sticky-pull-request-comment``) updates one comment in place and a run that changes nothing leaves
 it as it is. Model text is escaped (:func:`~pytest_bineval.outputs.github.md`): an explanation cannot add markdown,
 HTML or ``@mentions``; each table stops at :data:`ROWS` rows and says how many more the report holds.
@@ -13,17 +14,22 @@ HTML or ``@mentions``; each table stops at :data:`ROWS` rows and says how many m
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from ..files import write_text_atomic
+from ..untrusted import show_controls
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..record import EvaluationDiff, QuestionChange, RegressionReport, ReportDocument, ScoreChange
+    from ..report.comparison import EvaluationDiff, QuestionChange, RegressionReport, SuiteDimension
+    from ..report.document import ReportDocument
+    from ..report.record import SourceDocument
 
 ROWS = 30  # rows per table; a GitHub comment holds at most 65,536 characters
 
@@ -61,96 +67,183 @@ def _code(text: str) -> str:
     return "`" + " ".join(text.replace("`", "'").split()) + "`"
 
 
-def _p(p_value: float | None) -> str:
-    if p_value is None:
-        return "n/a"
-    return f"{p_value:.3g}" if p_value >= 0.001 else "< 0.001"
+OUTPUT_IN_COMMENT = 1500  # characters of each output shown side by side in the comment
 
 
-_TEST_NAMES = {"mcnemar": "McNemar", "fisher": "Fisher", "none": "-", "": "-"}
+def _html(text: str) -> str:
+    """Model text inside HTML (a ``<pre>``): escaped, no ``@mention``, bidirectional controls shown."""
+    import html
+
+    from ..untrusted import show_controls
+
+    return html.escape(show_controls(text), quote=True).replace("@", "&#64;")
 
 
-def _score_rows(pairs: list[tuple[EvaluationDiff, ScoreChange]], verdict: Callable[[ScoreChange], str]
-                ) -> list[list[str]]:
-    return [[_code(d.key), md(s.name), _fmt(s.before), _fmt(s.after), _delta(s.delta), _p(s.p_value),
-             _TEST_NAMES.get(s.stat_test, md(s.stat_test)), verdict(s)] for d, s in pairs]
+def _clip(text: str | None) -> str:
+    if text is None:
+        return "(not in the report)"
+    if len(text) <= OUTPUT_IN_COMMENT:
+        return text
+    return text[:OUTPUT_IN_COMMENT] + f"… [{len(text) - OUTPUT_IN_COMMENT} more characters in the JSON report]"
 
 
-_SCORE_HEADER = ["test", "dimension", "baseline", "now", "change", "p-value", "exact test", "verdict"]
+def _outputs(d: EvaluationDiff) -> list[str]:
+    """The baseline's output and this run's, side by side, collapsed."""
+    return ["<details><summary>Outputs: the baseline's and this run's</summary>", "",
+            "<table><tr><th>baseline</th><th>now</th></tr><tr>"
+            f"<td><pre>{_html(_clip(d.baseline_output))}</pre></td><td><pre>{_html(_clip(d.output))}</pre></td>"
+            "</tr></table>", "", "</details>"]
 
 
-def _flip_rows(flips: list[tuple[EvaluationDiff, QuestionChange]]) -> list[list[str]]:
-    return [[_code(d.key), md(c.dimension), md(c.question), f"{c.before} → {c.after}",
-             "changed" if d.output_changed else "same", md(c.explanation) or "-"] for d, c in flips]
+def _reasked(c: QuestionChange) -> str:
+    f = c.flip
+    if f is None or not (f.new or f.baseline):
+        return "-"
+    return f"now {' '.join(f.new) or '-'} / baseline {' '.join(f.baseline) or '-'}"
 
 
-_FLIP_HEADER = ["test", "dimension", "question", "answer", "output", "explanation now"]
+def _case(d: EvaluationDiff) -> list[str]:
+    """A regressed case: its parameters, its flipped questions with their re-asks, and its outputs."""
+    from .terminal import FLIP_LABELS
+
+    out = ["", f"#### {_code(d.key)}", "", f"Since the baseline: {md(d.inputs)}.", ""]
+    if d.params:
+        out += [f"- `{md(k)}` = {md(v)}" for k, v in d.params.items()]
+        out.append("")
+    out += _table(["dimension", "question", "answer", "re-asked", "verdict", "explanation now"], [
+        [md(c.dimension), md(c.question), f"{c.before} → {c.after}", _reasked(c),
+         FLIP_LABELS[c.flip.status] if c.flip is not None else "-", md(c.explanation) or "-"] for c in d.flips()])
+    out += ["", *_outputs(d)]
+    return out
+
+
+def _suite(diff: RegressionReport) -> list[str]:
+    from ..report.comparison import p_text
+
+    def drop(s: SuiteDimension) -> str:
+        if s.verdict == "regressed":
+            return "-"
+        return "none possible" if s.detectable is None else f"{s.detectable * 100:.0f} points"
+
+    rows = [[md(s.name), f"**{s.verdict}**" if s.verdict == "regressed" else s.verdict, str(s.evaluations),
+             _fmt(s.before), _fmt(s.after), _delta(s.change), p_text(s.p_adjusted), drop(s)] for s in diff.suite]
+    return ["", "### The suite, per dimension", "",
+            "Did the suite get worse? A one-sided sign-flip test over the evaluations on their paired score "
+            "changes (repeats and questions of one evaluation count once), adjusted for the dimensions (Holm) and "
+            f"for the gate's two questions (x2), against alpha = {diff.alpha:g}. *Uninformative*: the suite could "
+            "miss a drop of 10 points (the smallest drop it detects 80% of the time is larger).", "",
+            *_table(["dimension", "verdict", "evaluations", "baseline", "now", "change", "p (adjusted)",
+                     "detectable drop"], rows)]
+
+DIFFS = 5  # source text diffs shown (collapsed)
+DIFF_CHARS = 2000  # characters of each
+
+
+def _fence(text: str) -> str:
+    """``text`` in a fenced code block whose fence no run of backticks in it can close."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}diff\n{text}\n{fence}"
+
+
+def _sources(diff: RegressionReport) -> list[str]:
+    """The evaluations whose source changed: the documents removed, added and changed, and (collapsed) the text
+    diff of the first :data:`DIFFS`. A flip there is about another source, not the judge's noise."""
+    changed = [d for d in diff.compared if d.source_change.changed_source]
+    if not changed:
+        return []
+    changed.sort(key=lambda d: (not d.changes, d.key))  # those whose answers changed first
+
+    def docs(ds: list[SourceDocument]) -> str:
+        return "<br>".join(md(d.heading) for d in ds) or "-"
+
+    out = ["", "### Source changes", "",
+           f"{_n(len(changed), 'evaluation')} judged against another source than in the baseline (documents by id, "
+           "else title, else text): a flip on the same output there is about the source, not the judge's noise.", ""]
+    out += _table(["test", "answers changed", "removed", "added", "changed"],
+                  [[_code(d.key), str(len(d.changes)), docs(d.source_change.removed), docs(d.source_change.added),
+                    docs(d.source_change.changed) + (" (reordered)" if d.source_change.reordered else "")]
+                   for d in changed])
+    for d in [d for d in changed if d.source_change.text_diff][:DIFFS]:
+        text = show_controls(d.source_change.text_diff)
+        if len(text) > DIFF_CHARS:
+            text = text[:DIFF_CHARS] + "\n… (clipped)"
+        key = html.escape(" ".join(show_controls(d.key).split())).replace("@", "&#64;")  # raw HTML: no markdown
+        out += ["", f"<details><summary>source diff of {key}</summary>", "", _fence(text), "", "</details>"]
+    return out
 
 
 def _comparison(diff: RegressionReport) -> list[str]:
-    """The sections of the comparison with the baseline: significant regressions, then every other score change
-    with its p-value, then the other answer changes."""
+    """The sections of the comparison with the baseline: the confirmed regressions case by case, the suite per
+    dimension, the flips not settled, the judge's noise, the score changes and the other answer changes."""
+    from .terminal import flip_note
+
     out: list[str] = []
-
-    def by_key(ds: tuple[EvaluationDiff, ScoreChange]) -> tuple[str, str]:
-        return ds[0].key, ds[1].name
-
-    regressed = sorted(diff.regressed(), key=by_key)
-    regressed_keys = {(d.key, s.name) for d, s in regressed}
-    flips = sorted(diff.changes("regression"), key=lambda dc: (dc[0].key, dc[1].dimension, dc[1].question_id))
-    out += ["", "### Significant regressions", ""]
-    if regressed:
-        out.append(f"Dimensions whose score fell beyond the tolerance ({diff.tolerance:.2f}) with p < "
-                   f"{diff.alpha:g} (an exact test on the paired answers):")
-        out.append("")
-        out += _table(_SCORE_HEADER, _score_rows(regressed, lambda s: "**regressed**"))
-        in_regressed = [(d, c) for d, c in flips if (d.key, c.dimension) in regressed_keys]
-        if in_regressed:
-            out += ["", "Their questions answered yes in the baseline and no now:", ""]
-            out += _table(_FLIP_HEADER, _flip_rows(in_regressed))
+    cases = diff.regressed_cases()
+    out += ["", "### Regressed cases (confirmed)", ""]
+    if cases:
+        c = diff.confirmation
+        how = (f"re-asked about both outputs ({c.asks} asks of each at most, {c.tolerance} against the flip "
+               "allowed)" if c is not None else "decided by a check in code")
+        out.append(f"A question answered yes in the baseline and no now, {how}, kept its answer:")
+        for d in cases[:ROWS]:
+            out += _case(d)
+        if len(cases) > ROWS:
+            out.append(f"\n…and {len(cases) - ROWS} more in the JSON report (`--bineval-report`).")
     else:
-        out.append(f"None: no dimension's drop is beyond the tolerance ({diff.tolerance:.2f}) and significant at "
-                   f"{diff.alpha:g}.")
-    changes = sorted(((d, s) for d in diff.compared for s in d.scores
-                      if s.delta is not None and abs(s.delta) > 1e-9 and (d.key, s.name) not in regressed_keys),
-                     key=lambda ds: (ds[1].delta or 0.0, *by_key(ds)))
-
-    def verdict(s: ScoreChange) -> str:
-        if (s.delta or 0.0) > 0:
-            return "up"
-        return "within tolerance" if (s.delta or 0.0) >= -diff.tolerance - 1e-9 else "within noise"
-
+        out.append("None.")
+    out += _suite(diff)
+    unsettled = diff.flips("unconfirmed", "pending", "error")
+    if unsettled:
+        out += ["", "### Flips not settled", "",
+                "Answered yes in the baseline and no now, and not settled by re-asking: neither a regression nor "
+                "noise until they are.", ""]
+        out += _table(_FLIP_HEADER, _flip_rows(unsettled, flip_note))
+    noise = [(d, c) for d, c in diff.flips("unstable", "same input") if not d.regressed]
+    if noise:
+        out += ["", f"<details><summary>The judge's noise: {_n(len(noise), 'flip')} not kept on re-asking, or "
+                "with the same judge input</summary>", ""]
+        out += _table(_FLIP_HEADER, _flip_rows(noise, flip_note))
+        out += ["", "</details>"]
+    changes = sorted(((d, s) for d in diff.compared for s in d.scores if s.delta is not None and abs(s.delta) > 1e-9),
+                     key=lambda ds: (ds[1].delta or 0.0, ds[0].key, ds[1].name))
     if changes:
-        out += ["", "### Score changes", "",
-                f"Not significant at {diff.alpha:g}, or up (McNemar's exact test on the paired answers; Fisher's on "
-                "the answer counts with repeats):", ""]
-        out += _table(_SCORE_HEADER, _score_rows(changes, verdict))
-    others = [(d, c) for d, c in flips if (d.key, c.dimension) not in regressed_keys]
-    if others:
-        out += ["", "Questions answered yes in the baseline and no now, in dimensions within noise:", ""]
-        out += _table(_FLIP_HEADER, _flip_rows(others))
-    counts = [(kind, len(diff.changes(kind))) for kind in ("unstable flip", "fix", "judge error", "recovered")]
+        out += ["", "### Score changes", "", "Each evaluation's dimension scores that changed (the statistics are the "
+                "suite's, above):", ""]
+        out += _table(["test", "dimension", "baseline", "now", "change"],
+                      [[_code(d.key), md(s.name), _fmt(s.before), _fmt(s.after), _delta(s.delta)]
+                       for d, s in changes])
+    counts = [(kind, len([x for x in diff.changes(kind) if x[1].flip is None]))
+              for kind in ("unstable flip", "fix", "judge error", "recovered")]
     counts.append(("edited question", len(diff.edited_changes())))
     said = [f"{n} {kind}{'es' if kind == 'fix' and n != 1 else 's' if n != 1 else ''}" for kind, n in counts if n]
     if said:
         out += ["", "Other answer changes: " + ", ".join(said) + "."]
+    out += _sources(diff)
     return out
 
 
+def _flip_rows(flips: list[tuple[EvaluationDiff, QuestionChange]],
+               note: Callable[[QuestionChange], str]) -> list[list[str]]:
+    return [[_code(d.key), md(c.dimension), md(c.question), f"{c.before} → {c.after}", md(d.inputs),
+             md(note(c)) or "-"] for d, c in flips]
+
+
+_FLIP_HEADER = ["test", "dimension", "question", "answer", "output / source", "re-asked"]
+
+
 def render(document: ReportDocument) -> str:
-    """The comment body for ``document`` (deterministic: the same document gives the same text): what judged the
-    run if it differs from the baseline's, then significant regressions, score changes with their p-values,
-    unstable questions, judge errors and what the run cost."""
+    """The comment body for ``document`` (deterministic: the same document gives the same text): the outcome as
+    the headline (:mod:`.verdict`), what judged the run if it differs from the baseline's, the regressed cases,
+    the suite per dimension, the flips not settled and the noise, score changes, unstable questions, judge errors
+    and what the run cost."""
+    from .verdict import outcome
+
     t = document.totals
     diff = document.regressions
     out: list[str] = []
-    if diff is None:
-        headline = "not compared with a baseline"
-    else:
-        gate = diff.gate_text()
-        headline = (f"**{gate}**" if gate
-                    else f"no significant regression vs baseline `{md(diff.baseline)}`")
-    out.append(f"## bineval: {headline}")
+    parts = outcome(document)
+    out.append("## bineval: " + " · ".join(f"**{md(p.text)}**" if p.bad else md(p.text) for p in parts))
     if diff is not None and diff.judged_differently:
         out.append("")
         quoted = [f"> **Judged differently:** {md(line)}; an answer that changed may have changed with the judge."
@@ -165,6 +258,8 @@ def render(document: ReportDocument) -> str:
         out.append(f"Compared with `{md(diff.baseline)}` ({md(diff.baseline_generator) or 'unknown version'}): "
                    f"{_n(len(diff.compared), 'evaluation')} compared, {len(diff.added)} added, "
                    f"{len(diff.removed)} removed, {len(diff.not_run)} not run.")
+        if diff.failed and (reason := diff.fail_reason()):
+            out += ["", f"**The gate failed**: {md(reason)}"]
         out += _comparison(diff)
     unstable = sorted(document.unstable, key=lambda u: (u.key, u.dimension, u.question_id))
     if unstable:
@@ -189,6 +284,13 @@ def render(document: ReportDocument) -> str:
     out.append(f"{_n(t.questions, 'question')} judged; {_n(t.llm_calls, 'request')} sent "
                f"({t.failed_requests} failed), {_n(t.cache_hits, 'cache hit')}; "
                f"tokens: {t.prompt_tokens} prompt + {t.completion_tokens} completion; cost: {cost}.")
+    if diff is not None and (f := diff.confirmation) is not None:
+        if f.engine:
+            out.append(f"Of which confirming the flips: {_n(f.flips, 'flip')} to confirm, {_n(f.reasks, 'fresh ask')} "
+                       f"({_n(f.requests, 'request')} sent, {_n(f.cache_hits, 'cache hit')}).")
+        else:
+            out.append(f"{_n(f.flips, 'flip')} not re-asked: no judge here (`bineval report --confirm-flips` "
+                       "re-asks them).")
     if (c := document.confirmation) is not None:
         out.append(f"Of which confirmation (`--bineval-confirm {c.rounds}`): {c.reasked} of "
                    f"{_n(c.questions, 'question')} re-asked, {_n(c.reasks, 're-ask')} "

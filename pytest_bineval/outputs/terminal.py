@@ -11,21 +11,11 @@ from collections.abc import Sequence
 
 from ..llm.caching import CACHE_MINIMUM_TOKENS
 from ..models import Verdict, cost_text
-from ..record import (
-    CHANGE_KINDS,
-    ChecklistGeneration,
-    ConfirmationSummary,
-    DimensionResult,
-    EvaluationRecord,
-    OptimizeOutcome,
-    PinAction,
-    RegressionReport,
-    ScoreChange,
-    Totals,
-    UnscoredTest,
-    pin_key,
-)
+from ..report.comparison import CHANGE_KINDS, EvaluationDiff, QuestionChange, RegressionReport
+from ..report.document import ChecklistGeneration, OptimizeOutcome, PinAction, Totals
+from ..report.record import ConfirmationSummary, DimensionResult, EvaluationRecord, UnscoredTest, pin_key
 from ..untrusted import inert, one_line, show_controls
+from .verdict import suite_text
 
 Line = tuple[str, dict[str, bool]]
 
@@ -220,8 +210,9 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
     if tot.pinned_checklists_written:
         lines.append((f"pinned checklists written: {tot.pinned_checklists_written}", {"yellow": True}))
     if regressions is not None:
+        bad = tot.regressed_cases or tot.regressed_dimensions or tot.unsettled_flips
         lines.append((f"vs baseline {regressions.baseline}: {counts_text(regressions, tot)}",
-                      {"bold": True, "red": True} if tot.regressions or tot.score_drops else {"bold": True}))
+                      {"bold": True, "red": True} if bad else {"bold": True}))
         reason = regressions.fail_reason()
         if regressions.failed and reason:
             lines.append((f"bineval: session failed: {reason}", {"red": True, "bold": True}))
@@ -286,21 +277,15 @@ def _n(count: int, word: str, plural: str | None = None) -> str:
 
 
 def counts_text(r: RegressionReport, tot: Totals) -> str:
-    """``2 regressions, 1 unstable flip, 1 fix, 0 new judge errors, 1 score drop beyond tolerance 0.00, ...``"""
-    return (f"{_n(tot.regressions, 'regression')}, {_n(tot.unstable_flips, 'unstable flip')}, "
+    """``1 case regressed (confirmed), 2 flips of the judge's noise, ...; 13 evaluations compared, ...``"""
+    return (f"{_n(tot.regressed_cases, 'case')} regressed (confirmed), {_n(tot.confirmed_flips, 'confirmed flip')}, "
+            f"{_n(tot.noise_flips, 'flip')} of the judge's noise, {_n(tot.unsettled_flips, 'flip')} unsettled, "
+            f"{_n(tot.regressed_dimensions, 'dimension')} regressed across the suite; "
+            f"{_n(tot.regressions, 'regression')}, {_n(tot.unstable_flips, 'unstable flip')}, "
             f"{_n(tot.fixes, 'fix', 'fixes')}, {_n(tot.new_judge_errors, 'new judge error')}, "
             f"{_n(tot.score_drops, 'score drop')} beyond tolerance {r.tolerance:.2f}; "
             f"{_n(len(r.compared), 'evaluation')} compared, {len(r.added)} added, {len(r.removed)} removed, "
-            f"{len(r.not_run)} not run; {_n(len(r.regressed()), 'dimension')} regressed significantly "
-            f"(p < {r.alpha:g})")
-
-
-def _stat(s: ScoreChange, alpha: float) -> str:
-    """``McNemar p=0.031 < 0.05``: the exact test of a dimension's change."""
-    if s.p_value is None:
-        return "no question answered in both runs"
-    name = {"mcnemar": "McNemar", "fisher": "Fisher"}.get(s.stat_test, s.stat_test)
-    return f"{name} p={s.p_value:.3g} {'<' if s.p_value < alpha else '>='} {alpha:g}"
+            f"{len(r.not_run)} not run")
 
 
 def _indented(text: str) -> str:
@@ -308,7 +293,80 @@ def _indented(text: str) -> str:
     return "\n        ".join(inert(text).splitlines() or [""])
 
 
+def _params(d: EvaluationDiff) -> str:
+    return ", ".join(f"{k}={one_line(v)}" for k, v in d.params.items())
+
+
+def _explained(c: QuestionChange) -> list[Line]:
+    lines: list[Line] = []
+    if c.repeats or c.baseline_repeats:
+        now = " ".join(c.repeats) or c.after
+        was = " ".join(c.baseline_repeats) or c.before
+        lines.append((f"    answers now: {now}; in the baseline: {was}", {}))
+    if c.after == "error":
+        lines.append((f"    cause: {_indented(c.explanation or '(unknown)')}", {}))
+    elif c.explanation or c.after == "no":  # a yes is not explained under --bineval-explain failing
+        lines.append((f"    now: {_indented(c.explanation or '(no explanation)')}", {}))
+    if c.baseline_explanation:
+        lines.append((f"    was: {_indented(c.baseline_explanation)}", {}))
+    return lines
+
+
+def _reasked(c: QuestionChange) -> str:
+    f = c.flip
+    if f is None or not (f.new or f.baseline):
+        return ""
+    return f"re-asked: now {' '.join(f.new) or '-'}; baseline {' '.join(f.baseline) or '-'}"
+
+
+FLIP_LABELS = {"confirmed": "confirmed", "code check": "a code check", "skipped": "not re-asked: another flip of "
+               "the case was confirmed", "unstable": "judge noise", "same input": "judge noise: same input",
+               "unconfirmed": "not confirmed", "error": "judge error on re-asking",
+               "pending": "not confirmed: not re-asked"}
+
+
+def flip_note(c: QuestionChange) -> str:
+    """``confirmed; re-asked: now no no no; baseline yes yes yes`` -- what re-asking said of a flip."""
+    f = c.flip
+    if f is None:
+        return ""
+    parts = [FLIP_LABELS[f.status], _reasked(c), f.reason if f.status in ("unconfirmed", "error") else ""]
+    return "; ".join(p for p in parts if p)
+
+
+def _regressed_lines(r: RegressionReport) -> list[Line]:
+    """The cases with a confirmed regression: their parameters, their flips and what re-asking said."""
+    lines: list[Line] = []
+    for d in r.regressed_cases():
+        params = f" ({_params(d)})" if d.params else ""
+        lines.append((f"REGRESSED {d.key}{params}: {d.inputs}", {"red": True, "bold": True}))
+        for c in d.flips():
+            lines.append((f"  [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} ({flip_note(c)})",
+                          {"red": True} if c.flip is not None and c.flip.regression else {}))
+            lines += _explained(c)
+    return lines
+
+
+def _flip_lines(r: RegressionReport) -> list[Line]:
+    """The yes -> no flips of the other cases: the unsettled ones, then the judge's noise."""
+    lines: list[Line] = []
+    for label, statuses, markup in (("NOT CONFIRMED", ("unconfirmed", "pending"), {"red": True, "bold": True}),
+                                    ("RE-ASK ERROR", ("error",), {"red": True, "bold": True}),
+                                    ("UNSTABLE FLIP", ("unstable", "same input"), {"yellow": True, "bold": True})):
+        for d, c in r.flips(*statuses):
+            if d.regressed:
+                continue  # shown under its case
+            counted = r.fail_on == "any" and c.kind == "regression"  # what =any fails on, whatever re-asking said
+            lines.append((f"{'REGRESSION' if counted else label} {d.key} [{c.dimension}] {one_line(c.question)}: "
+                          f"{c.before} -> {c.after} ({d.inputs}; {flip_note(c)})",
+                          {"red": True, "bold": True} if counted else markup))
+            if label != "UNSTABLE FLIP" or counted or c.repeats or c.baseline_repeats:
+                lines += _explained(c)
+    return lines
+
+
 def _change_lines(r: RegressionReport) -> list[Line]:
+    """The answer changes that are no yes -> no flip (those are :func:`_flip_lines`')."""
     lines: list[Line] = []
     styles: dict[str, dict[str, bool]] = {
         "regression": {"red": True, "bold": True}, "unstable flip": {"yellow": True, "bold": True},
@@ -316,44 +374,63 @@ def _change_lines(r: RegressionReport) -> list[Line]:
     }
     for kind in CHANGE_KINDS:
         for d, c in r.changes(kind):
-            output = "output changed" if d.output_changed else "same output"
-            head = f"{kind.upper()} {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} ({output})"
+            if c.flip is not None:
+                continue
+            head = (f"{kind.upper()} {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} "
+                    f"({d.inputs})")
             lines.append((head, styles[kind]))
-            if c.repeats or c.baseline_repeats:
-                now = " ".join(c.repeats) or c.after
-                was = " ".join(c.baseline_repeats) or c.before
-                lines.append((f"    answers now: {now}; in the baseline: {was}", {}))
-            if c.after == "error":
-                lines.append((f"    cause: {_indented(c.explanation or '(unknown)')}", {}))
-            elif c.explanation or c.after == "no":  # a yes is not explained under --bineval-explain failing
-                lines.append((f"    now: {_indented(c.explanation or '(no explanation)')}", {}))
-            if c.baseline_explanation:
-                lines.append((f"    was: {_indented(c.baseline_explanation)}", {}))
+            lines += _explained(c)
     for d, c in r.edited_changes():  # a small edit of the question: not the same question, so not gated
         lines.append((f"EDITED QUESTION {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} "
                       f"(not counted: the baseline asked {one_line(c.edited_from)!r})", {"yellow": True}))
     return lines
 
 
+def suite_lines(r: RegressionReport) -> list[Line]:
+    """One line per dimension: the suite-level question's verdict."""
+    styles = {"regressed": {"red": True, "bold": True}, "uninformative": {"yellow": True}}
+    return [(f"SUITE {suite_text(s)}", styles.get(s.verdict, {})) for s in r.suite]
+
+
+def flip_cost_line(r: RegressionReport) -> Line | None:
+    """What confirming the flips did and cost."""
+    c = r.confirmation
+    if c is None:
+        return None
+    if not c.engine:
+        return (f"confirmation of flips: {_n(c.flips, 'flip')} not re-asked (no judge here: bineval report "
+                "--confirm-flips re-asks them)", {"yellow": True})
+    cost = cost_text(c.cost_usd, 0)
+    return (f"confirmation of flips: {_n(c.flips, 'flip')} to confirm by re-asking about both runs (at most "
+            f"{c.asks} asks of each, {c.tolerance} against the flip allowed; each flip at level {c.level:.2g}, a "
+            "flip of noise "
+            f"confirmed with chance <= {c.bound:.2g}): {_n(c.reasks, 'fresh ask')}, {_n(c.requests, 'request')}, "
+            f"{_n(c.cache_hits, 'cache hit')}, tokens: {c.prompt_tokens} prompt + {c.completion_tokens} completion, "
+            f"cost: {cost}", {})
+
+
 def regression_lines(r: RegressionReport) -> list[Line]:
     """(text, markup) lines of the ``bineval regressions`` section: first how the judge differs from the
-    baseline's, if it does; regressions next, each with this run's explanation and the baseline's when it has
-    one; then fixes, score changes, checklist and test changes."""
+    baseline's, if it does; then the confirmed regressions by case (with their parameters and re-asks), the
+    suite-level verdict of each dimension, the unsettled flips, the judge's noise; then the other answer
+    changes, score changes, checklist and test changes, and what confirming the flips cost."""
     origin = ", ".join(x for x in (r.baseline_created, r.baseline_generator) if x)
     lines: list[Line] = [(f"JUDGED DIFFERENTLY: {line}; an answer that changed may have changed with the judge",
                           {"yellow": True, "bold": True}) for line in r.judged_differently]
     lines.append((f"baseline: {r.baseline}" + (f" ({origin})" if origin else ""), {}))
+    lines += _regressed_lines(r)
+    lines += suite_lines(r)
+    lines += _flip_lines(r)
     lines += _change_lines(r)
+    lines += _source_lines(r)
     drops = {(d.key, s.name) for d, s in r.score_drops()}
     for d in r.compared:
         for s in d.scores:
             if s.delta is None or abs(s.delta) < 1e-9:
                 continue
             if (d.key, s.name) in drops:
-                verdict = "REGRESSED" if s.regressed else "within noise"
                 lines.append((f"SCORE DROP {d.key}: {s.name} {_fmt(s.before)} -> {_fmt(s.after)} ({s.delta:+.2f}, "
-                              f"tolerance {r.tolerance:.2f}): {verdict} ({_stat(s, r.alpha)})",
-                              {"red": True, "bold": True} if s.regressed else {"yellow": True}))
+                              f"tolerance {r.tolerance:.2f})", {"yellow": True}))
             else:
                 lines.append((f"score change {d.key}: {s.name} {_fmt(s.before)} -> {_fmt(s.after)} "
                               f"({s.delta:+.2f})", {}))
@@ -380,7 +457,21 @@ def regression_lines(r: RegressionReport) -> list[Line]:
     changed = sum(d.output_changed for d in r.compared)
     lines.append((f"outputs: {changed} changed, {len(r.compared) - changed} unchanged and judged again, of "
                   f"{_n(len(r.compared), 'compared evaluation')}", {}))
+    states = [d.source_change.state for d in r.compared]
+    if any(s != "same" for s in states):
+        unknown = f", {states.count('unknown')} unknown (not recorded in the baseline)" if "unknown" in states else ""
+        lines.append((f"sources: {states.count('changed')} changed, {states.count('same')} the same{unknown}", {}))
+    cost = flip_cost_line(r)
+    if cost is not None:
+        lines.append(cost)
     return _shown(lines)
+
+
+def _source_lines(r: RegressionReport) -> list[Line]:
+    """``SOURCE CHANGED <key>: 1 document removed: [2] Refund policy``, for each compared evaluation whose answers
+    changed on a source that changed: its flips are about another source, not the judge's noise."""
+    return [(f"SOURCE CHANGED {d.key}: {one_line(d.source_change.summary())}", {"yellow": True, "bold": True})
+            for d in r.compared if d.source_change.changed_source and d.changes]
 
 
 def _score2(value: object) -> str:

@@ -11,7 +11,7 @@ from ..options import Options
 from .base import output_log
 
 if TYPE_CHECKING:
-    from ..record import ReportDocument
+    from ..report.document import ReportDocument
 
 
 class TerminalSummary:
@@ -45,6 +45,12 @@ class TerminalSummary:
                     terminalreporter.write_line(text, **markup)
                 for label, path in log.written:
                     terminalreporter.write_line(f"{label}: {path}")
+            if regressions is not None:  # the outcome in one line, as the PR comment's headline says it
+                from .verdict import outcome
+
+                parts = outcome(document)
+                terminalreporter.write_line("bineval: " + " · ".join(p.text for p in parts),
+                                            bold=True, red=any(p.bad for p in parts))
             if document.optimize is not None:
                 terminalreporter.write_sep("=", "bineval optimize")
                 for text, markup in optimize_lines(document.optimize):

@@ -4,7 +4,8 @@
   reached through the plugin's real request path (``--bineval-model fake/judge``);
 - :class:`FaultServer`: an OpenAI-compatible HTTP server on 127.0.0.1 that answers what you script (replies,
   errors, hangs, resets) and records what it received;
-- :mod:`pytest_bineval.testing.project`: a pytester helper that writes a project using a scripted judge and runs it.
+- :func:`scripted_project` (and :func:`scripted_conftest`, its ``conftest.py``): a pytester project whose judge is
+  a scripted model.
 
 See docs/testing.md. Importing this package imports neither litellm nor a model.
 """
@@ -24,6 +25,7 @@ from .faults import (
     error_body,
     wait_until,
 )
+from .project import scripted_conftest, scripted_project
 from .scripted import Request, Rule, ScriptedModel, ScriptedProviderError
 
 __all__ = [
@@ -41,5 +43,7 @@ __all__ = [
     "anthropic_message",
     "completion",
     "error_body",
+    "scripted_conftest",
+    "scripted_project",
     "wait_until",
 ]

@@ -2,7 +2,7 @@
 ``conftest.py`` that registers the fake and the ini that points the plugin at it, so a test of your suite (or of
 a plugin built on pytest-bineval) only adds its test files and runs them::
 
-    from pytest_bineval.testing.project import scripted_project
+    from pytest_bineval.testing import scripted_project
 
     def test_a_wrong_summary_fails(pytester):
         scripted_project(pytester, answers={"Does the response meet consistency check 1?": "no"})

@@ -7,15 +7,17 @@ skipped when absent) holds the committed figures to their goals.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_bineval.bench.checks import ifeval_reference, measure
-from pytest_bineval.bench.datasets import DataNotFoundError, resolve_data_dir
+from pytest_bineval.bench.datasets import resolve_data_dir
 from pytest_bineval.checks.catalogue import parse_check
 from pytest_bineval.cli import main
+from pytest_bineval.errors import DataNotFoundError
 
 
 def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -105,7 +107,7 @@ def test_the_command_writes_and_prints_the_tables(data_dir: Path, tmp_path: Path
     assert "the catalogue handles 2 pairs (66.7%); agreement with the official verifier 0.500 (1/2)" in printed
     assert "| `format:no_whitespace` | 1 | 0.000 |" in printed
     assert "IFBench disagreements (1):" in printed and "IFEval wrong extractions (1):" in printed
-    assert (out / "checks.md").read_text().startswith(f"`bineval bench checks --data-dir {data_dir}`")
+    assert (out / "checks.md").read_text().startswith(f"`bineval bench checks --data-dir {os.path.relpath(data_dir)}`")
     assert json.loads((out / "checks.json").read_text())["ifeval"]["found"] == 4
 
 
@@ -143,5 +145,5 @@ def test_with_judge_asks_the_checks_questions_and_prints_both_agreements(
     assert "| `format:no_whitespace` | 1 | 0.000 | 0.000 |" in printed
     assert "| `count:word_count_range` | 1 | 1.000 | 1.000 |" in printed
     assert (out / "checks.md").read_text().startswith(
-        f"`bineval bench checks --data-dir {data_dir} --with-judge --model {fake.model}`")
+        f"`bineval bench checks --data-dir {os.path.relpath(data_dir)} --with-judge --model {fake.model}`")
     assert json.loads((out / "checks.json").read_text())["ifbench"]["judge"]["agree"] == 1

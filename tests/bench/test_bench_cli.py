@@ -226,7 +226,7 @@ def _bench_parser() -> argparse.ArgumentParser:
 
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--concurrency", "0", "must be >= 1"), ("--cache", "sometimes", "invalid choice"),
-    ("--temperature", "3", "within [0, 2]"), ("--timeout", "-1", "must be > 0"),
+    ("--temperature", "3", "within [0, 2]"), ("--timeout", "-1", "within (0, 3600]"),
 ])
 def test_bad_engine_option_is_an_argparse_error(option: str, value: str, message: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval.bench.datasets import DataNotFoundError, resolve_data_dir
+from pytest_bineval.bench.datasets import resolve_data_dir
 from pytest_bineval.bench.specs import DATASETS
 from pytest_bineval.cli import main
+from pytest_bineval.errors import DataNotFoundError
 from pytest_bineval.models import Checklist, Question
 
 pytestmark = pytest.mark.local_model

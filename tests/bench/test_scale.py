@@ -10,7 +10,7 @@ import pytest
 
 from pytest_bineval.bench.scale import find_chromium, markdown, measure, page_load
 from pytest_bineval.cli import main
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 
 
 def test_scale_runs_two_shards_and_merges_their_reports(tmp_path: Path) -> None:

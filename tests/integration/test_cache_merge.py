@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval import Checklist, Engine, Question, Settings, evaluate
+from pytest_bineval import BinevalCacheWarning, Checklist, Engine, Question, Settings, evaluate
 from pytest_bineval.cli import main
-from pytest_bineval.llm.cache import BinevalCacheWarning, ResponseCache
+from pytest_bineval.llm.cache import ResponseCache
 from pytest_bineval.testing import ScriptedModel
 
 CHECKLIST = Checklist(task="T", dimensions={"fluency": "F"}, questions=[

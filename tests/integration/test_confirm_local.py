@@ -3,13 +3,12 @@ prefill shape (one request each, no explanation), the counts add up, and a secon
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import REAL_CHECKLIST
+from support import real_judge_project
 
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 
 pytest_plugins = ["pytester"]
 
@@ -29,11 +28,7 @@ def test_confirmed():
 
 @pytest.mark.local_model
 def test_confirm_on_the_real_embedded_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    pin = pytester.path / "__bineval__" / "test_real" / "test_confirmed.json"
-    pin.parent.mkdir(parents=True)
-    pin.write_text(json.dumps({"format": 1, "checklists": [REAL_CHECKLIST]}))
-    pytester.makepyfile(test_real=SUITE)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    real_judge_project(pytester, "test_confirmed", SUITE)
     args = ["--color=no", "--bineval-strict", "--bineval-confirm=2", "--bineval-report=report.json",
             f"--bineval-cache-dir={tmp_path / 'cache'}"]
     first = pytester.runpytest_subprocess(*args, timeout=900)

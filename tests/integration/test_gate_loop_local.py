@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 
 pytest_plugins = ["pytester"]
 
@@ -42,7 +42,7 @@ def judge_args(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         return
     missing = LlamaServer.missing()
     if missing:
-        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install 'pytest-bineval[server]'")
+        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install -e '.[server]'")
     with LlamaServer(tmp_path_factory.mktemp("llama-server") / "server.log") as server:
         yield [f"--bineval-model=openai/{SERVER_ALIAS}", f"--bineval-api-base={server.base_url}"]
 
@@ -91,12 +91,24 @@ def test_pin_edit_repin_baseline_change_gate_on_the_embedded_model(pytester: pyt
     report = now.regressions
     assert report is not None and [d.key for d in report.compared] == ["test_real.py::test_summary"]
     assert report.judged_differently == []  # the same judge, prompt and pin
-    (score,) = report.compared[0].scores
-    assert score.stat_test in ("mcnemar", "none")
-    regressed = bool(report.regressed())
-    assert gate.ret == (1 if regressed else 0)  # the gate acts on a significant drop only
+    # the two questions: the flips of the changed output were re-asked about both outputs by the same judge (the
+    # embedded model decodes greedily: it keeps its answers), and the suite's one evaluation is uninformative
+    flips = report.flips()
+    assert all(c.flip is not None and c.flip.status in ("confirmed", "skipped") for _, c in flips)
+    if flips:
+        assert report.confirmation is not None and report.confirmation.reasks > 0
+        assert now.totals.llm_calls >= report.confirmation.requests > 0  # counted in the run's requests
+    (suite,) = report.suite
+    assert suite.verdict == "uninformative"  # one evaluation cannot show a suite-level drop
+    failed = bool(report.regressed_cases())
+    assert gate.ret == (1 if failed else 0)  # the gate acts on a confirmed regression
     gate.stdout.fnmatch_lines(["*= bineval regressions =*", "baseline: base.json *",
-                               f"vs baseline base.json: * {int(regressed)} dimension* regressed significantly "
-                               "(p < 0.05)"])
+                               "SUITE consistency: uninformative *",
+                               f"vs baseline base.json: {len(report.regressed_cases())} case* regressed (confirmed), *",
+                               "bineval: * · consistency: uninformative * · the 1 evaluation meets its thresholds"])
     comment = (pytester.path / "comment.md").read_text(encoding="utf-8")
-    assert comment.index("### Significant regressions") < comment.index("### What the run cost")
+    assert comment.startswith("## bineval: " + ("**1 case regressed (confirmed)" if failed else "no confirmed "
+                                                "regression"))
+    assert "no significant regression" not in comment
+    assert comment.index("### Regressed cases (confirmed)") < comment.index("### The suite, per dimension") < \
+        comment.index("### What the run cost")

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 from support import generate_and_judge
 
-from pytest_bineval import Checklist, Evaluation, Question, Settings, evaluate
+from pytest_bineval import BinevalCacheWarning, Checklist, Evaluation, Question, Settings, evaluate
 from pytest_bineval.bench.reliability import kill_mid_write, stress
-from pytest_bineval.llm.cache import BinevalCacheWarning
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing import ScriptedModel
 from pytest_bineval.testing.project import scripted_project
 

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval import Checklist, Question, Settings
+from pytest_bineval import BinevalEncodingWarning, Checklist, Question, Settings
 from pytest_bineval.bench.reliability import SCENARIOS, VERDICT_YES, Scenario, run_scenario
 from pytest_bineval.engine import Engine, run_sync
 from pytest_bineval.kinds import StreamMode
-from pytest_bineval.llm.client import BinevalEncodingWarning
 from pytest_bineval.llm.negotiation import FormatNegotiator
 from pytest_bineval.llm.retry import RetryPolicy, classify, parse_retry_after
-from pytest_bineval.record import EvaluationRecord, ReportDocument
+from pytest_bineval.report.document import ReportDocument
+from pytest_bineval.report.record import Asked, EvaluationRecord
 from pytest_bineval.testing import Request, ScriptedModel
 from pytest_bineval.testing.faults import FaultServer, Received, Reply, completion, error_body
 
@@ -156,8 +156,8 @@ def test_lone_surrogates_are_replaced_and_said(fake: ScriptedModel, cache_dir: P
     sent = fake.requests[-1].user
     assert "\ufffd" in sent and "\udc80" not in sent
     # the record and the report take it too (the output is kept with the replacement character)
-    record = EvaluationRecord.build(test="t", evaluation=result, thresholds={"consistency": 0.5},
-                                    questions=checklist(2).questions, checklist_status="explicit", output=output)
+    record = EvaluationRecord.build(Asked(output=output), result, checklist(2).questions,
+                                    thresholds={"consistency": 0.5}, status="explicit", test="t")
     assert "\ufffd" in record.output
     ReportDocument(evaluations=[record]).write(tmp_path / "report.json")
     assert "broken character" in (tmp_path / "report.json").read_text(encoding="utf-8")

@@ -17,7 +17,7 @@ from pytest_bineval import Checklist, Question, Settings
 from pytest_bineval.engine import Engine
 from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer
 from pytest_bineval.models import Usage
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 
 pytest_plugins = ["pytester"]
 pytestmark = [pytest.mark.local_model, pytest.mark.http_server]

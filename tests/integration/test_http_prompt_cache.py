@@ -15,7 +15,7 @@ from pytest_bineval.llm._litellm import import_litellm
 from pytest_bineval.llm.caching import cache_minimum, needs_breakpoints, with_breakpoint, with_breakpoints
 from pytest_bineval.models import Usage
 from pytest_bineval.outputs.terminal import summary_lines
-from pytest_bineval.record import Totals
+from pytest_bineval.report.document import Totals
 from pytest_bineval.testing.faults import FaultServer, Received, Reply, anthropic_message, completion
 
 MODEL = "anthropic/claude-haiku-4-5"  # litellm knows its prices, cache reads and writes included

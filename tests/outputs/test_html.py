@@ -16,8 +16,10 @@ from support import MANY
 
 from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Usage, Verdict
-from pytest_bineval.outputs.html import build_view, diff_reports, histogram, render_html
-from pytest_bineval.record import DimensionResult, EvaluationRecord, ReportDocument, Totals
+from pytest_bineval.outputs.html import build_view, histogram, render_html
+from pytest_bineval.report.comparison import BaselineDiff
+from pytest_bineval.report.document import ReportDocument, Totals, diff_reports
+from pytest_bineval.report.record import Asked, DimensionResult, EvaluationRecord
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
@@ -42,9 +44,9 @@ def record(test: str, answers: dict[str, list[str]], *, thresholds: dict[str, fl
     verdicts = [verdict(d, i, a) for d, seq in answers.items() for i, a in enumerate(seq, 1)]
     evaluation = Evaluation(task=task, model="fake/judge", dimensions=list(answers), verdicts=verdicts,
                             usage=Usage(llm_calls=len(verdicts)))
-    return EvaluationRecord.build(test=test, evaluation=evaluation, questions=[], checklist_status="pinned",
-                                  thresholds=thresholds or dict.fromkeys(answers, 0.8), output=output,
-                                  source=source, index=index)
+    return EvaluationRecord.build(Asked(output=output, source=source), evaluation, [],
+                                  thresholds=thresholds or dict.fromkeys(answers, 0.8), status="pinned", test=test,
+                                  index=index)
 
 
 def document(*records: EvaluationRecord) -> ReportDocument:
@@ -146,14 +148,15 @@ def test_diff_marks_regressions_fixes_and_new_or_removed_evaluations() -> None:
     base = document(record("t::a", {"consistency": ["yes", "no", "yes"]}),
                     record("t::gone", {"consistency": ["yes"]}),
                     record("t::a", {"fluency": ["yes"]}, index=1))
-    now = document(record("t::a", {"consistency": ["no", "yes", "error"]}),
+    now = document(record("t::a", {"consistency": ["no", "yes", "error"]}, output="Another summary."),
                    record("t::new", {"consistency": ["no"]}),
                    record("t::a", {"fluency": ["yes"]}, index=1))
-    diff = diff_reports(now, base, "base.json")
+    comparison = diff_reports(now, base, "base.json")  # the flip of a changed output: pending, not noise
+    diff = BaselineDiff.of(comparison)
     assert sorted((c.question_id, c.kind) for d in diff.report.compared for c in d.changes) == [
         ("consistency-1", "regression"), ("consistency-2", "fix"), ("consistency-3", "judge error")]
     assert diff.new_keys == {"t::new"} and diff.removed_keys == ("t::gone",) and diff.compared == 4
-    view = build_view(now, diff)
+    view = build_view(now, comparison)
     first = view.rows[0]
     assert first.regressed and [c.css for c in first.verdict_cells] == ["cell no regressed", "cell yes fixed",
                                                                          "cell error"]
@@ -161,10 +164,10 @@ def test_diff_marks_regressions_fixes_and_new_or_removed_evaluations() -> None:
     assert change is not None and change.baseline_explanation == "scripted yes"
     assert view.rows[1].new and not view.rows[1].regressed and view.regressed == 1
     assert first.bars[0].delta == "-0.17"  # 0.50 (1 of 2 answered) - 0.67
-    page = render_html(now, diff)
+    page = render_html(now, comparison)
     assert "1 regressed question(s)" in page and "1 new judge error(s)" in page and "1 gone: t::gone" in page
     assert '<input type="radio" name="show" value="regressed">' in page  # the filter is enabled
-    assert '<span class="was">regression; baseline: yes &ndash; scripted yes</span></li>' in page
+    assert '<span class="was">regression; baseline: yes &ndash; scripted yes</span>' in page
 
 
 def test_repeats_mark_unstable_answers_and_an_unstable_flip_is_not_a_regression() -> None:
@@ -173,9 +176,10 @@ def test_repeats_mark_unstable_answers_and_an_unstable_flip_is_not_a_regression(
                           repeats={"consistency-1": ["no", "yes", "no"], "consistency-2": ["no", "no", "no"]}))
     view = build_view(now, diff_reports(now, base))
     unstable, stable = view.rows[0].verdict_cells
-    assert unstable.css == "cell no flipped unstable" and stable.css == "cell no regressed"
+    # the same output and source: both flips are the judge's noise (a flip of a stable question too)
+    assert unstable.css == "cell no flipped unstable" and stable.css == "cell no flipped"
     assert unstable.repeats == "no, yes, no; agreement 0.67" and stable.repeats == "no, no, no; agreement 1.00"
-    assert (view.unstable, view.flipped, view.regressed) == (1, 1, 1)
+    assert (view.unstable, view.flipped, view.regressed) == (1, 2, 1)  # regressed: the row's score drop
     page = render_html(now, diff_reports(now, base))
     assert "<dt>unstable answers</dt><dd>1</dd>" in page and "1 unstable flip(s)" in page
     assert '<span class="a no">no <small class="rep">(unstable: no, yes, no; agreement 0.67)</small></span>' in page
@@ -278,6 +282,7 @@ def test_a_run_with_a_baseline_shows_its_regressions_in_the_page(pytester: pytes
     (bad,) = [e for e in base["evaluations"] if e["test"].endswith("::test_bad")]
     (no,) = [v for v in bad["verdicts"] if v["answer"] == "no"]
     no.update(answer="yes", explanation="it was fine before")  # so this run's "no" is a regression
+    bad["output_digest"] = "0" * 16  # of another output, which the report does not keep: a flip not confirmed
     (pytester.path / "base.json").write_text(json.dumps(base))
     pytester.runpytest("--bineval-baseline=base.json", "--bineval-report=now.json",
                        "--bineval-html=now.html").assert_outcomes(passed=1, failed=1)
@@ -307,7 +312,8 @@ def test_bineval_report_renders_a_saved_report_against_a_baseline(tmp_path: Path
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     base, now = tmp_path / "base.json", tmp_path / "now.json"
     document(record("t::a", {"consistency": ["yes", "yes"]})).write(base)
-    document(record("t::a", {"consistency": ["no", "yes"]}), record("t::b", {"fluency": ["yes"]})).write(now)
+    document(record("t::a", {"consistency": ["no", "yes"]}, output="Another summary."),
+             record("t::b", {"fluency": ["yes"]})).write(now)
     out = tmp_path / "html" / "report.html"
     assert main(["report", str(now), "--baseline", str(base), "--html", str(out)]) == 0
     printed = capsys.readouterr().out

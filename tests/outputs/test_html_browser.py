@@ -29,7 +29,8 @@ import pytest
 from support import REAL_CHECKLIST
 
 from pytest_bineval.cli import main
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.labels import question_digest
+from pytest_bineval.report.document import ReportDocument
 
 pytest_plugins = ["pytester"]
 
@@ -333,3 +334,138 @@ if __name__ == "__main__":  # python tests/test_html_browser.py REPORT.html [...
             found = check_report(open_report(context, Path(arg)), shot)
             print(f"{arg}: ok ({found['rows']} rows, {found['cells']} cells, {found['failing']} not passed); "
                   f"screenshot {shot}")
+
+
+# -- labelling in the page: marks, download, and the file through bineval calibrate ----------------------------
+
+ODD_QUESTION = "Does the summary keep \u00abcaf\u00e9\u00bb\u00a0and  the\u2003em space \u2014 \u65e5\u672c\ttogether?"
+LABELLING_CONFTEST = f'''
+import json
+from pytest_bineval.testing import ScriptedModel
+
+ODD = {ODD_QUESTION!r}
+
+def questions(req):  # fluency's second question has odd whitespace and characters: its digest is made in the page
+    second = ODD if req.dimension == "fluency" else f"Does the response meet {{req.dimension}} check 2?"
+    return json.dumps({{"questions": [
+        {{"requirement": "r1", "question": f"Does the response meet {{req.dimension}} check 1?", "no_example": ""}},
+        {{"requirement": "r2", "question": second, "no_example": ""}}]}})
+''' + '''
+
+def answer(req):
+    if req.output in ("summary 0", "summary 1") and req.question.endswith("consistency check 1?"):
+        return "no"
+    if req.output == "broken" and req.question.endswith("fluency check 1?"):
+        return RuntimeError("provider exploded: 503")
+    return "yes"
+
+FAKE = ScriptedModel(provider="labelfake", answers=answer, rules={"questions": questions}).register()
+'''
+
+LABELLING_TESTS = '''
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.parametrize("i", range(5))
+@pytest.mark.bineval(task="Summarize the article.")
+def test_summary(i):
+    assert_passes(f"summary {i}", dimension=["consistency", "fluency"], threshold=0.0)
+
+@pytest.mark.bineval(task="Summarize the article.")
+def test_broken():
+    assert_passes("broken", dimension="fluency", threshold=0.0)
+'''
+
+
+def test_labels_made_in_the_page_round_trip_through_bineval_calibrate(pytester: pytest.Pytester,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """20 verdicts marked agree / disagree in the page (one through the inspector's copy, one with a note), a judge
+    error answered no, the download read by bineval calibrate; the marks survive a reload; a run with the file
+    shows the agreement and the labelled verdicts."""
+    executable = browser_or_skip()
+    pytester.makeconftest(LABELLING_CONFTEST)
+    pytester.makeini("[pytest]\nbineval_model = labelfake/judge\nasyncio_default_fixture_loop_scope = function\n"
+                     "bineval_cache = off\n")
+    pytester.makepyfile(test_summaries=LABELLING_TESTS)
+    pytester.runpytest("--bineval-report=report.json", "--bineval-html=report.html").assert_outcomes(
+        passed=5, errors=1)
+    # disagree: consistency check 2 of summaries 0-2 (judged yes, labelled no), fluency check 1 of summary 4
+    disagree = {("0", "consistency check 2"), ("1", "consistency check 2"), ("2", "consistency check 2"),
+                ("4", "fluency check 1")}
+    downloaded = pytester.path / "bineval-labels.jsonl"
+    with chromium(executable, pytester.path / "profile") as context:
+        page = open_report(context, pytester.path / "report.html")
+        check_report(page, pytester.path / "report.png")
+        p = page.page
+        p.fill("#labeler", "ana")
+        # the page computes each question's digest (SHA-256 in its script) as pytest_bineval.labels does
+        shown = p.evaluate("Array.from(document.querySelectorAll('ol.verdicts > li.verdict > .lab'))"
+                           ".map(s => [s.getAttribute('data-question'), s.getAttribute('data-qd')])")
+        assert len(shown) == 22 and ODD_QUESTION in {q for q, _ in shown}
+        assert all(digest == question_digest(q) for q, digest in shown)
+        for i in range(5):
+            p.locator("tr.test", has_text=f"test_summary[{i}]").locator("th.name").click()
+            items = p.locator(".detail.shown ol.verdicts li.verdict")
+            assert items.count() == 4
+            for n in range(4):
+                item = items.nth(n)
+                question = item.locator(".q").inner_text()
+                wrong = any(i == int(t) and question.endswith(f"{q}?") for t, q in disagree)
+                if wrong and i == 1:  # through the inspector's copy of the verdict
+                    cell = item.get_attribute("id").removeprefix("v-")  # type: ignore[union-attr]
+                    p.locator(f'td.cell[data-cell="{cell}"]').click()
+                    p.locator(".detail.shown .inspector .lab button[data-mark='disagree']").click()
+                    assert item.locator("button[data-mark='disagree']").get_attribute("aria-pressed") == "true"
+                    assert p.locator(f'td.cell.labelled[data-cell="{cell}"]').count() == 1
+                    continue
+                item.locator(f"button[data-mark='{'disagree' if wrong else 'agree'}']").click()
+                if wrong and i == 0:
+                    item.locator(".lab-note").fill("the summary drops the date")
+        assert p.inner_text("#lab-count") == "20 marked (16 agree, 4 disagree)"
+        p.locator("tr.test", has_text="test_broken").locator("th.name").click()
+        error_item = p.locator(".detail.shown li.verdict.error")
+        error_item.locator("button[data-mark='no']").click()
+        assert "label: no" in error_item.inner_text()
+        with p.expect_download() as info:
+            p.click("#lab-download")
+        assert info.value.suggested_filename == "bineval-labels.jsonl"
+        info.value.save_as(downloaded)
+        p.reload()
+        p.wait_for_load_state("load")
+        assert p.inner_text("#lab-count") == ("21 marked (16 agree, 4 disagree, 1 answered where the judge "
+                                               "erred)")  # kept in the browser
+        assert p.input_value("#labeler") == "ana"
+        assert page.console_errors() == []
+
+    lines = [json.loads(line) for line in downloaded.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 21 and {x["labeler"] for x in lines} == {"ana"}
+    assert sum(x.get("note") == "the summary drops the date" for x in lines) == 1
+    assert main(["calibrate", "report.json", "--labels", str(downloaded), "--min-kappa", "0.5"]) == 1
+    out, err = capsys.readouterr()
+    assert "21 labels: 20 used, 0 stale, 0 not in this report, 0 superseded, 1 of judge errors" in out
+    # consistency: labelled yes 5 (all judged yes), labelled no 5 (2 judged no): p_o 0.7, p_e 0.5, kappa 0.4
+    row = next(line for line in out.splitlines() if line.startswith("| consistency "))
+    assert "0.70 [0.40, 0.89] (7/10)" in row and "| 0.40 [" in row and "(5/5)" in row and "(2/5)" in row
+    assert "the summary drops the date" in out
+    assert "consistency: kappa 0.40 < 0.50 on 10 labels" in err
+
+    result = pytester.runpytest("--bineval-labels=bineval-labels.jsonl", "--bineval-html=labelled.html")
+    result.stdout.fnmatch_lines(["*consistency: kappa 0.40 [[]*agreement 0.70*"])
+    with chromium(executable, pytester.path / "profile2") as context:
+        page = open_report(context, pytester.path / "labelled.html")
+        check_report(page, pytester.path / "labelled.png")
+        p = page.page
+        assert "0.70 [0.40, 0.89] (7/10)" in p.inner_text("#calibration tr[data-dimension='consistency']")
+        assert p.inner_text("#lab-count") == "0 marked (0 agree, 0 disagree); 21 labelled in the run's labels file"
+        assert p.locator(".detail ol.verdicts li.verdict .lab.marked").count() == 21
+        assert p.locator("td.cell.labelled").count() == 21 and p.is_disabled("#lab-download")
+        # a mark of the page replaces the file's label until pressed again
+        item = p.locator(".detail.shown ol.verdicts li.verdict").first
+        pressed = item.locator("button[aria-pressed='true']").get_attribute("data-mark")
+        other = {"agree": "disagree", "disagree": "agree", "yes": "no", "no": "yes"}[pressed or ""]
+        item.locator(f"button[data-mark='{other}']").click()
+        assert p.inner_text("#lab-count").startswith("1 marked") and "(from the labels file)" not in item.inner_text()
+        item.locator(f"button[data-mark='{other}']").click()
+        assert p.inner_text("#lab-count").startswith("0 marked") and "(from the labels file)" in item.inner_text()
+        assert item.locator("button[aria-pressed='true']").get_attribute("data-mark") == pressed
+        assert page.console_errors() == []

@@ -11,16 +11,17 @@ import pytest
 from pytest_bineval.models import Evaluation, Question, Usage, Verdict
 from pytest_bineval.outputs import pr_comment
 from pytest_bineval.outputs.pr_comment import PrComment, render
-from pytest_bineval.record import (
+from pytest_bineval.report.comparison import (
     EvaluationDiff,
-    EvaluationRecord,
+    FlipCheck,
+    FlipConfirmation,
     QuestionChange,
     RegressionReport,
-    ReportDocument,
     ScoreChange,
-    Totals,
-    UnstableQuestion,
+    SuiteDimension,
 )
+from pytest_bineval.report.document import ReportDocument, Totals
+from pytest_bineval.report.record import Asked, EvaluationRecord, UnstableQuestion
 
 QUESTIONS = [Question(id="c-1", dimension="consistency", text="Is every claim supported by the input?"),
              Question(id="c-2", dimension="consistency", text="Are the names right?")]
@@ -32,8 +33,8 @@ def _record(test: str, answers: list[str], *, error: str | None = None) -> Evalu
                 for q, a in zip(QUESTIONS, answers, strict=True)]
     evaluation = Evaluation(task="Summarize.", model="fake/judge", dimensions=["consistency"], verdicts=verdicts,
                             usage=Usage(llm_calls=2, cache_hits=0, prompt_tokens=100, completion_tokens=4))
-    return EvaluationRecord.build(test=test, evaluation=evaluation, thresholds={"consistency": 0.5},
-                                  questions=QUESTIONS, checklist_status="pinned", output="out")
+    return EvaluationRecord.build(Asked(output="out"), evaluation, QUESTIONS, thresholds={"consistency": 0.5},
+                                  status="pinned", test=test)
 
 
 def _document() -> ReportDocument:
@@ -43,9 +44,11 @@ def _document() -> ReportDocument:
                _record("tests/test_s.py::test_d", ["no", "yes"])]
     regression = QuestionChange(kind="regression", question_id="c-2", dimension="consistency",
                                 question="Are the names right? <b>@team</b> | `x`", before="yes", after="no",
-                                explanation="The name *Ana* is wrong.")
+                                explanation="The name *Ana* is wrong.",
+                                flip=FlipCheck(status="confirmed", new=["no"] * 7, baseline=["yes"] * 7))
     noise = QuestionChange(kind="regression", question_id="c-1", dimension="consistency",
-                           question=QUESTIONS[0].text, before="yes", after="no", explanation="One claim is not.")
+                           question=QUESTIONS[0].text, before="yes", after="no", explanation="One claim is not.",
+                           flip=FlipCheck(status="unstable", new=["yes", "yes"], baseline=["yes"]))
     fix = QuestionChange(kind="fix", question_id="c-1", dimension="consistency", question=QUESTIONS[0].text,
                          before="no", after="yes")
     diff = RegressionReport(
@@ -56,17 +59,23 @@ def _document() -> ReportDocument:
             EvaluationDiff(key="tests/test_s.py::test_a[ferry]", test="tests/test_s.py::test_a[ferry]",
                            outcome="passed", baseline_outcome="passed", output_changed=True, changes=[regression],
                            scores=[ScoreChange(name="consistency", before=1.0, after=0.5, delta=-0.5,
-                                               threshold=0.5, p_value=0.0156, stat_test="mcnemar",
-                                               regressed=True)]),
+                                               threshold=0.5)],
+                           params={"city": "'ferry <town>'"}, output="The ferry runs <daily> @9.",
+                           baseline_output="The ferry runs on Sundays."),
             EvaluationDiff(key="tests/test_s.py::test_b", test="tests/test_s.py::test_b", outcome="passed",
                            baseline_outcome="failed", output_changed=False, changes=[fix],
                            scores=[ScoreChange(name="consistency", before=0.5, after=1.0, delta=0.5,
-                                               threshold=0.5, p_value=1.0, stat_test="mcnemar")]),
+                                               threshold=0.5)]),
             EvaluationDiff(key="tests/test_s.py::test_d", test="tests/test_s.py::test_d", outcome="passed",
-                           baseline_outcome="passed", output_changed=False, changes=[noise],
+                           baseline_outcome="passed", output_changed=True, changes=[noise],
                            scores=[ScoreChange(name="consistency", before=1.0, after=0.5, delta=-0.5,
-                                               threshold=0.5, p_value=1.0, stat_test="mcnemar")]),
-        ])
+                                               threshold=0.5)]),
+        ],
+        suite=[SuiteDimension(name="consistency", verdict="uninformative", evaluations=3, questions=6, before=0.83,
+                              after=0.67, change=-1 / 6, p_value=0.375, p_adjusted=0.75, detectable=0.61,
+                              detectable_at=0.025)],
+        confirmation=FlipConfirmation(flips=2, asks=8, tolerance=2, level=0.0125, bound=0.0081, reasks=17,
+                                      requests=17, cache_hits=0))
     unstable = [UnstableQuestion(key="tests/test_s.py::test_b", dimension="consistency", question_id="c-1",
                                  question=QUESTIONS[0].text, answers=["yes", "no", "yes"], agreement=2 / 3)]
     totals = Totals.of(records, Usage(llm_calls=9, failed_requests=1, cache_hits=3, prompt_tokens=900,
@@ -75,8 +84,7 @@ def _document() -> ReportDocument:
                           regressions=diff, unstable=unstable)
 
 
-SNAPSHOT = """\
-## bineval: **1 dimension regressed significantly (p < 0.05) vs baseline bineval-baseline.json**
+SNAPSHOT = r"""## bineval: **1 case regressed (confirmed): tests/test\_s.py::test\_a\[ferry\]** · consistency: uninformative (0.83 -&gt; 0.67 over 3 evaluations, p = 0.75; it could miss a drop of 61 points) · **1 judge error**
 
 > **Judged differently:** the baseline was judged by openai/gpt-4o-mini, this run by openai/smollm2; an answer that changed may have changed with the judge.
 
@@ -84,34 +92,53 @@ SNAPSHOT = """\
 
 Compared with `bineval-baseline.json` (pytest-bineval 0.1.0): 3 evaluations compared, 0 added, 0 removed, 0 not run.
 
-### Significant regressions
+**The gate failed**: 1 case regressed (confirmed): tests/test\_s.py::test\_a\[ferry\] vs baseline bineval-baseline.json (--bineval-fail-on-regression)
 
-Dimensions whose score fell beyond the tolerance (0.10) with p < 0.05 (an exact test on the paired answers):
+### Regressed cases (confirmed)
 
-| test | dimension | baseline | now | change | p-value | exact test | verdict |
-|---|---|---|---|---|---|---|---|
-| `tests/test_s.py::test_a[ferry]` | consistency | 1.00 | 0.50 | -0.50 | 0.0156 | McNemar | **regressed** |
+A question answered yes in the baseline and no now, re-asked about both outputs (8 asks of each at most, 2 against the flip allowed), kept its answer:
 
-Their questions answered yes in the baseline and no now:
+#### `tests/test_s.py::test_a[ferry]`
 
-| test | dimension | question | answer | output | explanation now |
+Since the baseline: output changed.
+
+- `city` = 'ferry &lt;town&gt;'
+
+| dimension | question | answer | re-asked | verdict | explanation now |
 |---|---|---|---|---|---|
-| `tests/test_s.py::test_a[ferry]` | consistency | Are the names right? &lt;b&gt;&#64;team&lt;/b&gt; \\| \\`x\\` | yes → no | changed | The name \\*Ana\\* is wrong. |
+| consistency | Are the names right? &lt;b&gt;&#64;team&lt;/b&gt; \| \`x\` | yes → no | now no no no no no no no / baseline yes yes yes yes yes yes yes | confirmed | The name \*Ana\* is wrong. |
+
+<details><summary>Outputs: the baseline's and this run's</summary>
+
+<table><tr><th>baseline</th><th>now</th></tr><tr><td><pre>The ferry runs on Sundays.</pre></td><td><pre>The ferry runs &lt;daily&gt; &#64;9.</pre></td></tr></table>
+
+</details>
+
+### The suite, per dimension
+
+Did the suite get worse? A one-sided sign-flip test over the evaluations on their paired score changes (repeats and questions of one evaluation count once), adjusted for the dimensions (Holm) and for the gate's two questions (x2), against alpha = 0.05. *Uninformative*: the suite could miss a drop of 10 points (the smallest drop it detects 80% of the time is larger).
+
+| dimension | verdict | evaluations | baseline | now | change | p (adjusted) | detectable drop |
+|---|---|---|---|---|---|---|---|
+| consistency | uninformative | 3 | 0.83 | 0.67 | -0.17 | 0.75 | 61 points |
+
+<details><summary>The judge's noise: 1 flip not kept on re-asking, or with the same judge input</summary>
+
+| test | dimension | question | answer | output / source | re-asked |
+|---|---|---|---|---|---|
+| `tests/test_s.py::test_d` | consistency | Is every claim supported by the input? | yes → no | output changed | judge noise; re-asked: now yes yes; baseline yes |
+
+</details>
 
 ### Score changes
 
-Not significant at 0.05, or up (McNemar's exact test on the paired answers; Fisher's on the answer counts with repeats):
+Each evaluation's dimension scores that changed (the statistics are the suite's, above):
 
-| test | dimension | baseline | now | change | p-value | exact test | verdict |
-|---|---|---|---|---|---|---|---|
-| `tests/test_s.py::test_d` | consistency | 1.00 | 0.50 | -0.50 | 1 | McNemar | within noise |
-| `tests/test_s.py::test_b` | consistency | 0.50 | 1.00 | +0.50 | 1 | McNemar | up |
-
-Questions answered yes in the baseline and no now, in dimensions within noise:
-
-| test | dimension | question | answer | output | explanation now |
-|---|---|---|---|---|---|
-| `tests/test_s.py::test_d` | consistency | Is every claim supported by the input? | yes → no | same | One claim is not. |
+| test | dimension | baseline | now | change |
+|---|---|---|---|---|
+| `tests/test_s.py::test_a[ferry]` | consistency | 1.00 | 0.50 | -0.50 |
+| `tests/test_s.py::test_d` | consistency | 1.00 | 0.50 | -0.50 |
+| `tests/test_s.py::test_b` | consistency | 0.50 | 1.00 | +0.50 |
 
 Other answer changes: 1 fix.
 
@@ -134,6 +161,7 @@ Questions the judge gave no answer to: their tests error.
 ### What the run cost
 
 8 questions judged; 9 requests sent (1 failed), 3 cache hits; tokens: 900 prompt + 12 completion; cost: $0.0012.
+Of which confirming the flips: 2 flips to confirm, 17 fresh asks (17 requests sent, 0 cache hits).
 """
 
 
@@ -151,16 +179,53 @@ def test_render_is_deterministic_and_ignores_when_the_run_was() -> None:
 def test_without_a_baseline() -> None:
     doc = _document().model_copy(update={"regressions": None})
     body = render(doc)
-    assert body.startswith("## bineval: not compared with a baseline\n")
-    assert "### Regressions" not in body
+    assert body.startswith("## bineval: not compared with a baseline · **1 judge error**\n")
+    assert "### Regressed cases" not in body
 
 
-def test_no_regression_headline() -> None:
+def _headline(diff_update: dict[str, object], totals_update: dict[str, object] | None = None) -> str:
     doc = _document()
     assert doc.regressions is not None
-    quiet = doc.regressions.model_copy(update={"compared": [doc.regressions.compared[1]], "failed": False})
-    body = render(doc.model_copy(update={"regressions": quiet}))
-    assert body.startswith("## bineval: no significant regression vs baseline `bineval-baseline.json`\n")
+    diff = doc.regressions.model_copy(update={"judged_differently": [], **diff_update})
+    totals = doc.totals.model_copy(update={**Totals.comparison_counts(diff), "errors": 0, **(totals_update or {})})
+    return render(doc.model_copy(update={"regressions": diff, "totals": totals})).splitlines()[0]
+
+
+def test_headline_snapshots() -> None:
+    """The headline states the outcome in each case, never softened: confirmed regressions (count and cases), the
+    suite per dimension (regressed with its p-value, no detectable change or uninformative with the detectable
+    drop), flips not settled, threshold failures."""
+    doc = _document()
+    assert doc.regressions is not None
+    compared = doc.regressions.compared
+    suite = doc.regressions.suite[0]
+    informed = suite.model_copy(update={"verdict": "no detectable change", "detectable": 0.04, "p_adjusted": 0.8})
+    regressed = suite.model_copy(update={"verdict": "regressed", "p_adjusted": 0.012, "detectable": None})
+    assert _headline({}) == (
+        "## bineval: **1 case regressed (confirmed): tests/test\\_s.py::test\\_a\\[ferry\\]** · consistency: "
+        "uninformative (0.83 -&gt; 0.67 over 3 evaluations, p = 0.75; it could miss a drop of 61 points) · all 4 "
+        "evaluations meet their thresholds")
+    assert _headline({"compared": compared[1:], "suite": [informed]}) == (
+        "## bineval: no confirmed regression (1 flip of the judge's noise) · consistency: no detectable change "
+        "(0.83 -&gt; 0.67 over 3 evaluations, p = 0.8; a drop of 4 points would show) · all 4 evaluations meet "
+        "their thresholds")
+    assert _headline({"compared": compared[1:], "suite": [regressed]}) == (
+        "## bineval: no confirmed regression (1 flip of the judge's noise) · **consistency regressed across the "
+        "suite (0.83 -&gt; 0.67 over 3 evaluations, p = 0.012)** · all 4 evaluations meet their thresholds")
+    # below threshold without any regression: never "fine"
+    assert _headline({"compared": compared[1:2], "suite": [informed]}, {"failed": 2}) == (
+        "## bineval: no confirmed regression · consistency: no detectable change (0.83 -&gt; 0.67 over 3 "
+        "evaluations, p = 0.8; a drop of 4 points would show) · **2 of 4 evaluations below threshold**")
+    pending = compared[0].model_copy(deep=True)
+    pending.changes[0].flip = pending.changes[0].flip.model_copy(  # type: ignore[union-attr]
+        update={"status": "unconfirmed", "new": [], "baseline": [], "reason": "no judge"})
+    assert _headline({"compared": [pending], "suite": [informed]}) == (
+        "## bineval: no confirmed regression · consistency: no detectable change (0.83 -&gt; 0.67 over 3 "
+        "evaluations, p = 0.8; a drop of 4 points would show) · **1 flipped question could not be confirmed** · "
+        "all 4 evaluations meet their thresholds")
+    for body in (_headline({}), _headline({"compared": [pending]}), _headline({"compared": [], "suite": []},
+                                                                              {"failed": 1})):
+        assert "no significant regression" not in body
 
 
 def test_long_tables_are_cut(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,26 +248,22 @@ def test_option_is_listed(pytester: pytest.Pytester) -> None:
 
 
 def test_sections_come_in_order_of_importance() -> None:
-    """#21.5: what judged the run (when it differs from the baseline's), significant regressions, score changes
-    with p-values, unstable questions, cost."""
+    """The outcome, what judged the run (when it differs from the baseline's), the regressed cases, the suite per
+    dimension, the judge's noise, score changes, unstable questions, cost."""
     body = render(_document())
-    marks = ["> **Judged differently:** the baseline was judged by openai/gpt-4o-mini, this run by openai/smollm2",
-             "### Significant regressions", "### Score changes", "### Unstable questions", "### What the run cost"]
+    marks = ["## bineval: **1 case regressed", "> **Judged differently:** the baseline was judged by "
+             "openai/gpt-4o-mini, this run by openai/smollm2", "### Regressed cases (confirmed)",
+             "### The suite, per dimension", "The judge's noise: 1 flip", "### Score changes",
+             "### Unstable questions", "### What the run cost"]
     places = [body.index(m) for m in marks]
     assert places == sorted(places)
-    assert "| `tests/test_s.py::test_d` | consistency | 1.00 | 0.50 | -0.50 | 1 | McNemar | within noise |" in body
 
 
-def test_nothing_significant_says_so_and_keeps_the_drop_within_noise_with_its_p_value() -> None:
-    doc = _document()
-    assert doc.regressions is not None
-    quiet = doc.regressions.model_copy(update={"compared": doc.regressions.compared[1:], "failed": False,
-                                               "judged_differently": []})
-    body = render(doc.model_copy(update={"regressions": quiet}))
-    assert "Judged differently" not in body
-    assert "None: no dimension's drop is beyond the tolerance (0.10) and significant at 0.05." in body
-    assert "-0.50 | 1 | McNemar | within noise |" in body
-    assert "Questions answered yes in the baseline and no now, in dimensions within noise:" in body
+def test_a_regressed_case_shows_its_parameters_and_both_outputs_escaped() -> None:
+    body = render(_document())
+    assert "- `city` = 'ferry &lt;town&gt;'" in body
+    assert ("<td><pre>The ferry runs on Sundays.</pre></td><td><pre>The ferry runs &lt;daily&gt; &#64;9.</pre></td>"
+            in body)
 
 
 def test_fail_on_any_heads_the_comment_with_every_flip() -> None:
@@ -210,5 +271,4 @@ def test_fail_on_any_heads_the_comment_with_every_flip() -> None:
     assert doc.regressions is not None
     any_flip = doc.regressions.model_copy(update={"fail_on": "any"})
     body = render(doc.model_copy(update={"regressions": any_flip}))
-    assert body.startswith("## bineval: **2 regressions and 2 score drops beyond tolerance 0.10 vs baseline "
-                           "bineval-baseline.json**\n")
+    assert "**The gate failed**: 2 regressions and 2 score drops beyond tolerance 0.10 vs baseline " in body

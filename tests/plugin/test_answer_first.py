@@ -32,7 +32,7 @@ from pytest_bineval.judge import (
 from pytest_bineval.llm.cache import ResponseCache
 from pytest_bineval.llm.client import LLMClient, ModelSettings, p_yes_at
 from pytest_bineval.models import EXPLAIN_MODES, ExplainMode
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing import ScriptedModel
 from pytest_bineval.testing.project import scripted_project
 

@@ -9,11 +9,12 @@ import json
 import pytest
 from support import make_project, report_of
 
-from pytest_bineval.baseline import judge_differences
 from pytest_bineval.cli import main
 from pytest_bineval.outputs.github import step_summary
 from pytest_bineval.prompting import packaged_judge_prompt, prompt_version
-from pytest_bineval.record import JudgedBy, ReportDocument
+from pytest_bineval.report.comparison import judge_differences
+from pytest_bineval.report.document import ReportDocument
+from pytest_bineval.report.record import JudgedBy
 
 pytest_plugins = ["pytester"]
 

@@ -25,7 +25,7 @@ from pytest_bineval.optimize import (
     run_score,
 )
 from pytest_bineval.optimize.lessons import MAX_EDIT_GROWTH
-from pytest_bineval.record import DimensionResult, EvaluationRecord, Outcome
+from pytest_bineval.report.record import DimensionResult, EvaluationRecord, Outcome
 from pytest_bineval.testing import ScriptedModel
 from pytest_bineval.testing.project import scripted_project
 

@@ -17,7 +17,7 @@ from pytest_bineval.cli import main
 from pytest_bineval.engine import Engine, run_sync
 from pytest_bineval.models import Verdict
 from pytest_bineval.optimize import PromptOptimizer, append_lesson, history_path
-from pytest_bineval.record import DimensionResult, EvaluationRecord
+from pytest_bineval.report.record import DimensionResult, EvaluationRecord
 from pytest_bineval.testing import ScriptedModel
 from pytest_bineval.testing.project import scripted_project
 

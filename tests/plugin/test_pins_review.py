@@ -180,12 +180,80 @@ def test_the_summary_says_which_unpinned_checklists_are_stale_pins(pytester: pyt
                                  "(review and pin them with --bineval-update-checklists)"])
 
 
-def test_an_unknown_update_mode_is_a_usage_error_that_names_the_modes(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("args", [
+    ["--bineval-update-checklists", "test_suite.py"],  # the natural spelling: an existing path is a path
+    ["--bineval-update-checklists", "test_suite.py::test_a"],  # a node id in one
+    ["test_suite.py", "--bineval-update-checklists"],
+    ["--bineval-update-checklists=missing", "test_suite.py"],
+], ids=["option-path", "option-node-id", "path-option", "option=mode-path"])
+def test_a_path_after_the_bare_update_option_is_a_test_path(pytester: pytest.Pytester, args: list[str]) -> None:
+    """The probe's `pytest --bineval-update-checklists tests/test_support.py` read the path as the mode (a usage
+    error). A word after the bare option that is no mode and an existing path is a test path: the run pins it."""
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."), test_other="def test_o():\n    pass\n")
+    result = pytester.runpytest(*args, "--bineval-cache=off")
+    check_pinned_path(result, args)
+
+
+def test_a_path_after_the_bare_update_option_under_xdist(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."), test_other="def test_o():\n    pass\n")
+    args = ["--bineval-update-checklists", "test_suite.py"]
+    check_pinned_path(pytester.runpytest_subprocess(*args, "--bineval-cache=off", *XDIST), args)
+
+
+def check_pinned_path(result: pytest.RunResult, args: list[str]) -> None:
+    result.assert_outcomes(passed=1 if "::" in " ".join(args) else 2)  # test_other.py is not run: only the path
+    result.stdout.fnmatch_lines(["pin created: __bineval__/test_suite/test_a.json [[]fluency[]] 'Task A.'"])
+
+
+def test_an_unknown_update_mode_is_a_usage_error_saying_how_to_write_a_path(pytester: pytest.Pytester) -> None:
     make_project(pytester)
     pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."))
-    result = pytester.runpytest("--bineval-update-checklists", "test_suite.py")
+    result = pytester.runpytest("--bineval-update-checklists", "test_suit.py")  # a typo: no such path
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*invalid mode 'test_suite.py': 'missing'*put the paths first*"])
+    result.stderr.fnmatch_lines(["*invalid mode 'test_suit.py': missing (the default when the option is given "
+                                 "bare*), all (*) or off. To pin the tests of a path, write the option bare and the "
+                                 "path after it (--bineval-update-checklists tests/test_x.py, for a path that "
+                                 "exists), or --bineval-update-checklists=missing tests/test_x.py*"])
+
+
+@pytest.mark.parametrize("blocked", ["__bineval__", "__bineval__/test_suite"])
+@pytest.mark.parametrize("update", [True, False], ids=["update", "strict"])
+def test_a_file_where_a_pin_folder_belongs_is_a_test_error_naming_it(pytester: pytest.Pytester, blocked: str,
+                                                                     update: bool) -> None:
+    """The probe got a raw FileExistsError / NotADirectoryError, reported as a test failure."""
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."))
+    path = pytester.path / blocked
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("not a folder")
+    options = ["--bineval-update-checklists"] if update else ["--bineval-strict"]
+    result = pytester.runpytest(*options, "-k", "test_a", "--bineval-cache=off")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*PinError: {path} is a file, but pytest-bineval keeps pinned checklists in a "
+                                 "folder there (__bineval__/<test module>/<test>.json): move or delete that file*"])
+    assert "FileExistsError" not in result.stdout.str() and "NotADirectoryError" not in result.stdout.str()
+    assert path.read_text() == "not a folder"
+
+
+def test_a_huge_pinned_checklist_is_said_with_what_it_costs(pytester: pytest.Pytester) -> None:
+    """A 100,000-question pin took 200-400 s and wrote 74 MB without a word: a checklist over 1,000 questions is
+    used, and a PinSizeWarning names its size and cost (here 1,200 questions, answered by the scripted judge)."""
+    make_project(pytester)
+    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."))
+    pytester.runpytest("--bineval-update-checklists", "-k", "test_a").assert_outcomes(passed=1)
+    pin_file = pytester.path / "__bineval__" / "test_suite" / "test_a.json"
+    data = json.loads(pin_file.read_text())
+    data["checklists"][0]["questions"] = [{"id": f"fluency-{i}", "dimension": "fluency", "text": f"Is point {i} "
+                                           "fluent?"} for i in range(1200)]
+    pin_file.write_text(json.dumps(data))
+    result = pytester.runpytest("--bineval-strict", "-k", "test_a", "--bineval-cache=off", "-W", "default")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*PinSizeWarning: pinned checklist file {pin_file}: checklists[[]0[]] has 1,200 "
+                                 "questions (more than 1,000): every evaluation with it asks the judge 1,200 of them "
+                                 "(1,200 requests per output not in the cache, each within --bineval-timeout) and "
+                                 "adds about 1 MB to the JSON report*"])
 
 
 LONG = "test_" + "a_very_long_and_descriptive_name_" * 7  # 236 characters: legal, yet too long with the temp suffix

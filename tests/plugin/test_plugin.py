@@ -32,7 +32,7 @@ def test_help_lists_the_option_group_without_loading_litellm(pytester: pytest.Py
     ])
 
 
-HEAVY = ("pytest_bineval.models", "pytest_bineval.record", "pytest_bineval.engine", "litellm", "llama_cpp")
+HEAVY = ("pytest_bineval.models", "pytest_bineval.report.record", "pytest_bineval.engine", "litellm", "llama_cpp")
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--collect-only", "-q"]])
@@ -65,7 +65,27 @@ def test_loading_the_plugin_imports_no_model_module_litellm_or_model(pytester: p
         ("--bineval-threshold=high", "*argument --bineval-threshold*not a number*"),
         ("--bineval-cache=maybe", "*argument --bineval-cache*invalid choice*"),
         ("--bineval-concurrency=0", "*argument --bineval-concurrency*must be >= 1*"),
-        ("--bineval-timeout=-3", "*argument --bineval-timeout*must be > 0*"),
+        ("--bineval-timeout=-3", "*argument --bineval-timeout*within (0, 3600], not -3.0*"),
+        # a number that is no finite number, or past a sane bound
+        ("--bineval-timeout=inf", "*argument --bineval-timeout*not a finite number: 'inf'*"),
+        ("--bineval-timeout=1e309", "*argument --bineval-timeout*not a finite number: '1e309'*"),
+        ("--bineval-timeout=nan", "*argument --bineval-timeout*not a finite number: 'nan'*"),
+        ("--bineval-timeout=7200", "*argument --bineval-timeout*within (0, 3600], not 7200.0*"),
+        ("--bineval-retries=21", "*argument --bineval-retries*retries are within [[]0, 20[]], not 21*"),
+        # a word that reads as "no" never turns a gate (or the pin update) off silently: `off` does, explicitly
+        ("--bineval-fail-on-regression=", "*argument --bineval-fail-on-regression*invalid choice: ''*or off*"),
+        ("--bineval-fail-on-regression=0", "*argument --bineval-fail-on-regression*invalid choice: '0'*"),
+        ("--bineval-fail-on-regression=false", "*argument --bineval-fail-on-regression*invalid choice: 'false'*"),
+        ("--bineval-update-checklists=", "*argument --bineval-update-checklists*invalid mode ''*"),
+        ("--bineval-update-checklists=no", "*argument --bineval-update-checklists*invalid mode 'no'*"),
+        # an empty path would write (or read) nothing without a word
+        ("--bineval-report=", "*argument --bineval-report*a path is needed here, not an empty value*"),
+        ("--bineval-baseline=", "*argument --bineval-baseline*a path is needed here*"),
+        ("--bineval-html=", "*argument --bineval-html*a path is needed here*"),
+        ("--bineval-pr-comment=", "*argument --bineval-pr-comment*a path is needed here*"),
+        ("--bineval-cache-dir=", "*argument --bineval-cache-dir*must not be empty*"),
+        ("--bineval-budget=", "*argument --bineval-budget*"),
+        ("--bineval-model=", "*argument --bineval-model*must not be empty*"),
     ],
 )
 def test_invalid_option_values_are_argparse_errors(pytester: pytest.Pytester, option: str, message: str) -> None:
@@ -73,6 +93,32 @@ def test_invalid_option_values_are_argparse_errors(pytester: pytest.Pytester, op
     result = pytester.runpytest(option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+@pytest.mark.parametrize(("ini", "cli", "expected"), [
+    ("", "--bineval-fail-on-regression", "significant"),
+    ("", "--bineval-fail-on-regression=off", None),
+    ("bineval_fail_on_regression = any", None, "any"),
+    ("bineval_fail_on_regression = true", None, "significant"),
+    ("bineval_fail_on_regression = any", "--bineval-fail-on-regression=off", None),  # off wins over the ini
+    ("bineval_fail_on_regression = off", None, None),
+])
+def test_off_is_the_one_word_that_turns_a_mode_option_off(pytester: pytest.Pytester, ini: str, cli: str | None,
+                                                          expected: str | None) -> None:
+    from pytest_bineval.options import read_options
+
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    config = pytester.parseconfig(*([cli] if cli else []))
+    assert read_options(config).fail_on_regression == expected
+
+
+@pytest.mark.parametrize("value", ["false", "0", "no"])
+def test_a_no_word_in_the_ini_is_a_usage_error_naming_off(pytester: pytest.Pytester, value: str) -> None:
+    pytester.makeini(f"[pytest]\nbineval_fail_on_regression = {value}\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*bineval_fail_on_regression = '{value}'*invalid choice*significant, any or off*"])
 
 
 def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 from support import ANSWERS_FILE_RULE as ANSWER
-from support import REAL_CHECKLIST, make_project
+from support import REAL_CHECKLIST, make_project, real_judge_project
 
 from pytest_bineval.dimensions import resolve_dimensions
 from pytest_bineval.models import Evaluation, Verdict
-from pytest_bineval.record import EvaluationRecord, ReportDocument, text_digest
+from pytest_bineval.report.document import ReportDocument
+from pytest_bineval.report.record import Asked, EvaluationRecord, text_digest
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
@@ -50,8 +51,8 @@ def rec(test: str, verdicts: list[tuple[str, str, str, str]], *, output: str, th
                   explanation=f"old {ans} {qid}", repeats=(repeats or {}).get(qid, []))  # type: ignore[arg-type]
           for qid, dim, text, ans in verdicts]
     ev = Evaluation(task="Summarize the article.", model="rfake/judge", dimensions=list(thresholds), verdicts=vs)
-    return EvaluationRecord.build(test=test, evaluation=ev, thresholds=thresholds, questions=[],
-                                  checklist_status="unpinned", output=output, index=index)
+    return EvaluationRecord.build(Asked(output=output), ev, [], thresholds=thresholds, status="unpinned", test=test,
+                                  index=index)
 
 
 def write_baseline(path: Path, records: list[EvaluationRecord]) -> None:
@@ -145,16 +146,16 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     result.stdout.fnmatch_lines([
         "*= bineval regressions =*",
         "baseline: base.json (2026-11-30T12:00:00+00:00, pytest-bineval *)",
-        f"REGRESSION {t}test_a [[]consistency[]] {Q('consistency', 1)}: yes -> no (same output)",
-        "    now: 50% off, see: <b>bold</b> | and",
-        "        more",
-        "    was: old yes consistency-1",
-        f"JUDGE ERROR {t}test_d [[]consistency[]] {Q('consistency', 2)}: yes -> error (same output)",
+        "SUITE consistency: uninformative (*",
+        "SUITE fluency: uninformative (*",
+        f"UNSTABLE FLIP {t}test_a [[]consistency[]] {Q('consistency', 1)}: yes -> no (same output and source; "
+        "judge noise: same input)",
+        f"JUDGE ERROR {t}test_d [[]consistency[]] {Q('consistency', 2)}: yes -> error (same output and source)",
         "    cause: *provider exploded: 503*",
         "    was: old yes consistency-2",
         f"FIX {t}test_b [[]consistency[]] {Q('consistency', 2)}: no -> yes (output changed)",
         "    was: old no consistency-2",  # no "now:": a yes is not explained (--bineval-explain failing)
-        f"SCORE DROP {t}test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00): within noise (McNemar p=1 >= 0.05)",
+        f"SCORE DROP {t}test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00)",
         f"score change {t}test_b: consistency 0.67 -> 1.00 (+0.33)",
         f"QUESTIONS ADDED {t}test_a (1):",
         f"    [[]fluency[]] fluency-2: {Q('fluency', 2)}",
@@ -169,9 +170,9 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
         "*= bineval summary =*",
     ])
     result.stdout.fnmatch_lines([
-        "vs baseline base.json: 1 regression, 0 unstable flips, 1 fix, 1 new judge error, 1 score drop beyond "
-        "tolerance 0.00; 4 evaluations compared, 2 added, 1 removed, 0 not run; 0 dimensions regressed "
-        "significantly (p < 0.05)",
+        "vs baseline base.json: 0 cases regressed (confirmed), 0 confirmed flips, 1 flip of the judge's noise, 0 "
+        "flips unsettled, 0 dimensions regressed across the suite; 1 regression, 0 unstable flips, 1 fix, 1 new "
+        "judge error, 1 score drop beyond tolerance 0.00; 4 evaluations compared, 2 added, 1 removed, 0 not run",
     ])
     assert "session failed" not in result.stdout.str()  # no --bineval-fail-on-regression
     # the JSON report keeps the section and the counts
@@ -187,7 +188,6 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     out = result.stdout.lines
     file_prop = f"{pytester.path.name}/we%2Cird/test_suite.py"
     line_c = line_of(suite, '"output c"')
-    line_a = line_of(suite, '"output a"')
     line_d = line_of(suite, '"output d"')
     assert (f"::error file={file_prop},line={line_c},title=bineval%3A {DIR.replace(',', '%2C')}/test_suite.py%3A%3A"
             f"test_c below threshold::fluency 0.00 < 0.70%0A[fluency] {Q('fluency', 1)} -> no: scripted no for: "
@@ -196,11 +196,7 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     assert len(errors) == 2
     assert any(ln.startswith(f"::error file={file_prop},line={line_d},title=bineval%3A judge error in ")
                and "provider exploded" in ln for ln in errors)
-    (warning,) = [ln for ln in out if ln.startswith("::warning ")]
-    assert warning == (
-        f"::warning file={file_prop},line={line_a},title=bineval regression in we%2Cird/test_suite.py%3A%3Atest_a::"
-        f"[consistency] {Q('consistency', 1)}: yes -> no%0Anow: 50%25 off, see: <b>bold</b> | and%0Amore%0A"
-        "was: old yes consistency-1")
+    assert not [ln for ln in out if ln.startswith("::warning ")]  # test_a's flip: the same input, the judge's noise
     # the job summary is appended: the failing and regressed tests, escaped, and the totals
     md = summary_file.read_text()
     assert md.startswith("earlier step\n## bineval\n")
@@ -212,8 +208,9 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
                       "threshold", f"### {DIR}/test\\_suite.py::test\\_d: judge error", "### Totals"]
     assert "| consistency | 0.50 | 0.09-0.91 | 0.50 | 1.00 (-0.50) | pass |" in md  # 1 yes of 2
     assert "| fluency | 0.00 | 0.00-0.66 | 0.70 | 0.00 | **fail** |" in md
-    assert (f"- **regression** \\[consistency\\] {Q('consistency', 1)}: yes → no; now: 50% off, see: "
-            "&lt;b&gt;bold&lt;/b&gt; \\| and more; was: old yes consistency-1") in md
+    assert (f"- **regression** \\[consistency\\] {Q('consistency', 1)}: yes → no (judge noise: same input); now: "
+            "50% off, see: &lt;b&gt;bold&lt;/b&gt; \\| and more; was: old yes consistency-1") in md
+    assert "- no confirmed regression (1 flip of the judge's noise)" in md  # the outcome, as every output says it
     assert f"- \\[fluency\\] {Q('fluency', 1)} → no: scripted no for: {Q('fluency', 1)}" in md
     assert "Tests added: we,ird/test\\_suite.py::test\\_expected, we,ird/test\\_suite.py::test\\_new.  " in md
     totals = md.splitlines()[md.splitlines().index("### Totals") + 4]
@@ -248,12 +245,15 @@ def test_a_regression_fails_the_session_only_with_fail_on_regression(pytester: p
         plain = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json")
         plain.assert_outcomes(passed=1)
         assert plain.ret == pytest.ExitCode.OK
-        plain.stdout.fnmatch_lines(["REGRESSION test_green.py::test_a *", "vs baseline base.json: 1 regression, *"])
-        # one flip of two questions is within the judge's noise: the bare option acts on significant drops only
+        plain.stdout.fnmatch_lines(["UNSTABLE FLIP test_green.py::test_a *",
+                                    "vs baseline base.json: * 1 regression, *"])
+        # the flip of the same output is the judge's noise: the bare option acts on confirmed regressions only
         noise = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression")
         assert noise.ret == pytest.ExitCode.OK
-        noise.stdout.fnmatch_lines(["SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance "
-                                    "0.00): within noise (McNemar p=1 >= 0.05)"])
+        noise.stdout.fnmatch_lines(["UNSTABLE FLIP test_green.py::test_a [[]consistency] *: yes -> no (same output "
+                                    "and source; judge noise: same input)",
+                                    "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance "
+                                    "0.00)"])
     gated = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression=any",
                 "--bineval-regression-tolerance=0.9")
     gated.assert_outcomes(passed=1)  # every test passed ...
@@ -290,8 +290,8 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester,
         strict = run(pytester, xdist, *args)
         assert strict.ret == pytest.ExitCode.TESTS_FAILED
         strict.stdout.fnmatch_lines([
-            "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00): within noise (*)",
-            "SCORE DROP test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17, tolerance 0.00): within noise (*)",
+            "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00)",
+            "SCORE DROP test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17, tolerance 0.00)",
             "bineval: session failed: 2 score drops beyond tolerance 0.00 vs baseline base.json *",
         ])
     # tolerance 0.4: test_a's drop of 0.50 counts, test_b's 0.17 does not; the page marks test_a only
@@ -299,9 +299,9 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester,
     between.assert_outcomes(passed=2)
     assert between.ret == pytest.ExitCode.TESTS_FAILED
     between.stdout.fnmatch_lines([
-        "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.40): within noise (*)",
+        "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.40)",
         "score change test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17)",
-        "vs baseline base.json: 0 regressions, 0 unstable flips, 0 fixes, 0 new judge errors, 1 score drop beyond "
+        "vs baseline base.json: *; 0 regressions, 0 unstable flips, 0 fixes, 0 new judge errors, 1 score drop beyond "
         "tolerance 0.40; *",
         "bineval: session failed: 1 score drop beyond tolerance 0.40 vs baseline base.json *",
     ])
@@ -314,7 +314,7 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester,
     assert tolerant.ret == pytest.ExitCode.OK
     tolerant.stdout.fnmatch_lines([
         "score change test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50)",
-        "vs baseline base.json: 0 regressions, 0 unstable flips, 0 fixes, 0 new judge errors, 0 score drops *",
+        "vs baseline base.json: *; 0 regressions, 0 unstable flips, 0 fixes, 0 new judge errors, 0 score drops *",
     ])
     assert "session failed" not in tolerant.stdout.str()
 
@@ -335,7 +335,7 @@ def test_ini_baseline_and_report_of_the_same_file(pytester: pytest.Pytester, xdi
     assert doc.evaluations[0].output_digest == text_digest("output a")
     again = run(pytester, xdist, "--color=no", "--bineval-report=base.json")
     again.stdout.fnmatch_lines(["outputs: 0 changed, 1 unchanged and judged again, of 1 compared evaluation",
-                                "vs baseline base.json: 0 regressions, 0 unstable flips, 0 fixes, *"])
+                                "vs baseline base.json: *; 0 regressions, 0 unstable flips, 0 fixes, *"])
 
 
 @pytest.mark.parametrize(("content", "message", "xdist"), [
@@ -458,22 +458,25 @@ def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pyte
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        f"REGRESSION test_rep.py::test_r [[]consistency[]] {c2}: yes -> no (same output)",
+        f"REGRESSION test_rep.py::test_r [[]consistency[]] {c2}: yes -> no (same output and source; judge noise: "
+        "same input)",
         "    answers now: no no no; in the baseline: yes yes yes",
-        f"UNSTABLE FLIP test_rep.py::test_r [[]consistency[]] {c1}: yes -> no (same output)",
+        f"UNSTABLE FLIP test_rep.py::test_r [[]consistency[]] {c1}: yes -> no (same output and source; judge "
+        "noise: same input)",
         "    answers now: *; in the baseline: yes yes no",
         "*= bineval summary =*",
         "PASS test_rep.py::test_r: consistency 0.17 [[]0.03, 0.56[]] >= 0.00, fluency 1.00 [[]0.61, 1.00[]] >= 0.00",
         "unstable questions (1): the repeats of the judge gave both answers",
         f"    test_rep.py::test_r [[]consistency[]] {c1}: no (1 of 3 yes)",
-        "vs baseline base.json: 1 regression, 1 unstable flip, 0 fixes, *",
+        "vs baseline base.json: *; 1 regression, 1 unstable flip, 0 fixes, *",
         "bineval: session failed: 1 regression vs baseline base.json (--bineval-fail-on-regression=any)",
     ])
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Significance: six questions of a hand-written pin, all answered yes in the baseline and no now, are beyond the
-# judge's noise (McNemar p = 2/64); one test of the baseline is deselected with -k: not run, not removed.
+# A confirmed regression: six questions of a hand-written pin, all answered yes about the baseline's output and no
+# about this run's (another output): re-asking keeps the first flip, so the case regressed; one test of the
+# baseline is deselected with -k: not run, not removed.
 SIG = '''
 import pytest
 from pytest_bineval import assert_passes
@@ -490,9 +493,9 @@ SIX = [f"Does the summary keep fact {i} of the article?" for i in range(1, 7)]
 
 
 @pytest.mark.parametrize("xdist", MODES)
-def test_a_significant_drop_fails_the_session_and_a_deselected_test_is_not_run(pytester: pytest.Pytester,
-                                                                              xdist: list[str]) -> None:
-    project(pytester, {q: "no" for q in SIX})
+def test_a_confirmed_regression_fails_the_session_and_a_deselected_test_is_not_run(pytester: pytest.Pytester,
+                                                                                   xdist: list[str]) -> None:
+    project(pytester, {f"output s|{q}": "no" for q in SIX})  # the baseline's output ("output s was") gets yes
     pytester.makepyfile(test_sig=SIG)
     pin = pytester.path / "__bineval__" / "test_sig" / "test_s.json"
     pin.parent.mkdir(parents=True)
@@ -502,28 +505,39 @@ def test_a_significant_drop_fails_the_session_and_a_deselected_test_is_not_run(p
         "tests": ["test_s"]}]}))
     write_baseline(pytester.path / "base.json", [
         rec("test_sig.py::test_s", [(f"consistency-{i}", "consistency", q, "yes") for i, q in enumerate(SIX, 1)],
-            output="output s", thresholds={"consistency": 0.0}),
+            output="output s was", thresholds={"consistency": 0.0}),
         rec("test_sig.py::test_other", [("consistency-1", "consistency", Q("consistency", 1), "yes")],
             output="output o", thresholds={"consistency": 0.0})])
     result = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
                  "-k", "not test_other")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # 6 flips at alpha / 2 = 0.025: each at 0.025 / 6; 10 asks of each output, 2 against the flip allowed: a steady
+    # judge decides after 8 of each
     result.stdout.fnmatch_lines([
-        "SCORE DROP test_sig.py::test_s: consistency 1.00 -> 0.00 (-1.00, tolerance 0.00): REGRESSED (McNemar "
-        "p=0.0312 < 0.05)",
+        "REGRESSED test_sig.py::test_s: output changed",
+        f"  [[]consistency] {SIX[0]}: yes -> no (confirmed; re-asked: now no no no no no no no no; baseline yes yes "
+        "yes yes yes yes yes yes)",
+        f"  [[]consistency] {SIX[1]}: yes -> no (not re-asked: another flip of the case was confirmed)",
+        "SUITE consistency: uninformative (1.00 -> 0.00 over 1 evaluation, p = 1; *)",
+        "SCORE DROP test_sig.py::test_s: consistency 1.00 -> 0.00 (-1.00, tolerance 0.00)",
         "tests not run (1): in the baseline, not run this time (deselected, another subset, skipped or deleted): "
         "test_sig.py::test_other",
-        "*; 1 evaluation compared, 0 added, 0 removed, 1 not run; 1 dimension regressed significantly (p < 0.05)",
-        "bineval: session failed: 1 dimension regressed significantly (p < 0.05) vs baseline base.json "
+        "confirmation of flips: 6 flips to confirm by re-asking about both runs (at most 10 asks of each, 2 "
+        "against the flip allowed; *): 16 fresh asks, 16 requests, 0 cache hits, *",
+        "vs baseline base.json: 1 case regressed (confirmed), 1 confirmed flip, *; 1 evaluation compared, 0 added, 0 "
+        "removed, 1 not run",
+        "bineval: session failed: 1 case regressed (confirmed): test_sig.py::test_s vs baseline base.json "
         "(--bineval-fail-on-regression)",
     ])
     assert "TEST REMOVED" not in result.stdout.str()
-    if not xdist:  # a stricter alpha: the same drop is within noise
+    if not xdist:  # a stricter alpha: 9 asks of each, 1 against the flip allowed; the re-asks come from the cache
         strict = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
                      "--bineval-alpha=0.01", "-k", "not test_other")
-        assert strict.ret == pytest.ExitCode.OK
-        strict.stdout.fnmatch_lines(["SCORE DROP *: within noise (McNemar p=0.0312 >= 0.01)"])
+        assert strict.ret == pytest.ExitCode.TESTS_FAILED
+        strict.stdout.fnmatch_lines(["confirmation of flips: 6 flips to confirm by re-asking about both runs (at "
+                                     "most 9 asks of each, 1 against the flip allowed; *): 16 fresh asks, 0 "
+                                     "requests, 16 cache hits*"])
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -546,13 +560,9 @@ def test_real_diff():
 
 @pytest.mark.local_model
 def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    from pytest_bineval.baseline import classify
+    from pytest_bineval.report.comparison import classify
 
-    pin = pytester.path / "__bineval__" / "test_real" / "test_real_diff.json"
-    pin.parent.mkdir(parents=True)
-    pin.write_text(json.dumps({"format": 1, "checklists": [REAL_CHECKLIST]}))
-    pytester.makepyfile(test_real=REAL_SUITE)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    real_judge_project(pytester, "test_real_diff", REAL_SUITE)
     output = pytester.path / "output.txt"
     cache = f"--bineval-cache-dir={tmp_path / 'cache'}"
     output.write_text("Lyon opened a 40 million euro bridge on Monday.")
@@ -579,14 +589,20 @@ def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester
     assert {c.question_id: c.kind for c in changed.changes} == expected
     assert changed.unchanged == 3 - len(expected)
     for c in changed.changes:
-        second.stdout.fnmatch_lines([f"{c.kind.upper()} test_real.py::test_real_diff [[]consistency[]] "
-                                     f"{c.question}: {c.before} -> {c.after} (output changed)"])
+        if c.flip is None:  # no -> yes
+            second.stdout.fnmatch_lines([f"{c.kind.upper()} test_real.py::test_real_diff [[]consistency[]] "
+                                         f"{c.question}: {c.before} -> {c.after} (output changed)"])
+        else:  # yes -> no: re-asked about both outputs by the embedded model, which decodes greedily: it keeps
+            # its answers, so each flip is confirmed (or not re-asked, once its case is)
+            assert c.flip.status in ("confirmed", "skipped")
+            second.stdout.fnmatch_lines([f"*[[]consistency[]] {c.question}: {c.before} -> {c.after} (*"])
     delta = changed.scores[0].delta
     assert delta == pytest.approx((now.evaluations[0].dimensions[0].score or 0)
                                   - (base.evaluations[0].dimensions[0].score or 0))
     second.stdout.fnmatch_lines(["*= bineval regressions =*",
                                  "outputs: 1 changed, 1 unchanged and judged again, of 2 compared evaluations",
-                                 f"vs baseline base.json: {now.totals.regressions} regression*"])
+                                 f"vs baseline base.json: {now.totals.regressed_cases} case* regressed (confirmed), "
+                                 "*"])
 
 
 @pytest.mark.local_model
@@ -607,8 +623,8 @@ def test_repeats_on_the_real_embedded_model(tmp_path: Path) -> None:
     assert ev.usage.llm_calls == 6 and ev.usage.cache_hits == 0  # 3 questions x 2 repeats, each its own entry
     assert all(len(v.repeats) == 2 and v.repeats[0] == v.repeats[1] == v.answer for v in ev.verdicts)
     assert all(v.agreement == 1.0 and not v.unstable for v in ev.verdicts)
-    rec = EvaluationRecord.build(test="t", evaluation=ev, thresholds={"consistency": 0.0}, questions=[],
-                                 checklist_status="explicit", gate="lower-bound")
+    rec = EvaluationRecord.build(Asked(gate="lower-bound"), ev, [], thresholds={"consistency": 0.0}, status="explicit",
+                                 test="t")
     (dim,) = rec.dimensions
     assert dim.answers == 6 and dim.low is not None and dim.low <= (dim.score or 0) <= (dim.high or 1)
     once = Engine(Settings(model=DEFAULT_MODEL, cache_dir=cache))

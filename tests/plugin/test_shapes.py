@@ -19,7 +19,8 @@ from pytest_bineval.errors import BinevalError, PinError
 from pytest_bineval.models import Checklist, Question
 from pytest_bineval.options import SPECS
 from pytest_bineval.pins import PinFile, pin
-from pytest_bineval.record import EvaluationRecord, ReportDocument
+from pytest_bineval.report.document import ReportDocument
+from pytest_bineval.report.record import EvaluationRecord
 from pytest_bineval.settings import SETTING_SPECS, Settings
 
 pytest_plugins = ["pytester"]
@@ -152,7 +153,7 @@ def test_summary_counts_evaluations_that_ended_in_a_judge_error(pytester: pytest
 def test_the_hook_receives_the_typed_record(pytester: pytest.Pytester) -> None:
     make_project(pytester, no=(Q.format("consistency", 2),))
     pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text() + textwrap.dedent('''
-        from pytest_bineval.record import EvaluationRecord
+        from pytest_bineval.report.record import EvaluationRecord
         SEEN = []
 
         def pytest_bineval_evaluated(config, record):
@@ -322,10 +323,11 @@ def test_every_exception_the_package_defines_is_a_bineval_error() -> None:
     import inspect
 
     import pytest_bineval.errors as errors
-    import pytest_bineval.llm.local as local
 
-    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
-    classes.append(local.ContextTooSmall)
+    defined = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
+    warnings = [c for c in defined if issubclass(c, Warning)]
+    assert warnings and all(issubclass(c, errors.BinevalWarning) for c in warnings)
+    classes = [c for c in defined if c not in warnings]
     assert classes and all(issubclass(c, BinevalError) for c in classes)
     assert issubclass(PinError, BinevalError)
 

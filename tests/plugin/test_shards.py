@@ -12,7 +12,8 @@ from support import make_project, report_of
 
 from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Question, Usage, Verdict
-from pytest_bineval.record import EvaluationRecord, JudgedBy, ReportDocument, ReportSettings, Totals
+from pytest_bineval.report.document import ReportDocument, ReportSettings, Totals
+from pytest_bineval.report.record import Asked, EvaluationRecord, JudgedBy
 
 # Two tasks (no checklist shared by the shards: each shard generates its own), a failing evaluation, a parametrized
 # test split across the shards by -k, and a test that errors before any evaluation (unscored).
@@ -126,8 +127,7 @@ def _record(test: str, answer: str = "yes") -> EvaluationRecord:
     verdict = Verdict(question_id=q.id, dimension="fluency", question=q.text, answer=answer,  # type: ignore[arg-type]
                       explanation=f"scripted {answer}")
     ev = Evaluation(task="T", model="m", dimensions=["fluency"], verdicts=[verdict])
-    return EvaluationRecord.build(test=test, evaluation=ev, thresholds={"fluency": 0.5}, questions=[q],
-                                  checklist_status="pinned")
+    return EvaluationRecord.build(Asked(), ev, [q], thresholds={"fluency": 0.5}, status="pinned", test=test)
 
 
 def _shard(path: Path, *records: EvaluationRecord, model: str = "m", prompt_version: str = "7", stream: str = "auto",
@@ -158,6 +158,29 @@ def test_a_shard_report_given_twice_is_an_error_not_a_double_count(tmp_path: Pat
     err = capsys.readouterr().err
     assert f"{a} is given twice (shard reports 1 and 3): give each shard's report once" in err
     assert not (tmp_path / "merged.json").exists()
+
+
+@pytest.mark.parametrize("target", ["same", "relative", "link"])
+def test_the_output_may_not_be_one_of_the_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """``bineval report merge a.json b.json -o a.json`` exited 0 and overwrote a shard (``cache merge`` refuses
+    the same): a usage error naming it, nothing written, whether -o is the same path, another spelling of it, or a
+    link to it."""
+    a = _shard(tmp_path / "a.json", _record("t.py::test_x"))
+    b = _shard(tmp_path / "b.json", _record("t.py::test_y"))
+    before = Path(a).read_bytes()
+    out = a
+    if target == "relative":
+        monkeypatch.chdir(tmp_path)
+        out = "./sub/../a.json"
+        (tmp_path / "sub").mkdir()
+    elif target == "link":
+        (tmp_path / "link.json").symlink_to(a)
+        out = str(tmp_path / "link.json")
+    assert main(["report", "merge", a, b, "-o", out]) == 2
+    err = capsys.readouterr().err
+    assert f"bineval: error: {a} is both a shard report and the output (-o): the merge would overwrite a shard" in err
+    assert Path(a).read_bytes() == before
 
 
 @pytest.mark.parametrize(("change", "said"), [
@@ -215,10 +238,12 @@ def test_merged_report_gates_and_writes_the_summary_and_the_pr_comment(
     assert f"bineval report: failed: {named}" in err
     assert "(bineval report --fail-on-regression=any)" in summary.read_text(encoding="utf-8").split(
         "**Session failed**")[1]
-    assert comment.read_text(encoding="utf-8").startswith(f"## bineval: **{gate} {base}**")
+    body = comment.read_text(encoding="utf-8")
+    assert body.startswith("## bineval: no confirmed regression (1 flip of the judge's noise) · ")  # the outcome
+    assert f"**The gate failed**: {gate} " in body  # and what =any fails on
     # the same comparison without the gate: exit 0; and a gate with nothing to compare with is a usage error
     assert main(["report", merged, "--baseline", base, "--github", "off"]) == 0
-    # the bare gate acts on significant regressions only: one flip of one question is within noise
+    # the bare gate acts on confirmed regressions: a flip of the same output is the judge's noise
     assert main(["report", merged, "--baseline", base, "--fail-on-regression", "--github", "off"]) == 0
     with pytest.raises(SystemExit) as exit_:
         main(["report", merged, "--baseline", base, "--fail-on-regression", "--alpha", "2"])
@@ -233,7 +258,7 @@ def test_the_gate_of_bineval_report_names_its_own_option_not_the_pytest_one(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A report whose run compared with a baseline, gated again by ``bineval report --fail-on-regression``: every
     output (annotation, stderr) names that option, not the run's --bineval-fail-on-regression."""
-    from pytest_bineval.baseline import diff_runs
+    from pytest_bineval.report.comparison import diff_runs
 
     before, after = _record("t.py::test_x"), _record("t.py::test_x", "no")
     run = tmp_path / "run.json"
@@ -273,7 +298,7 @@ def test_bineval_report_refuses_a_directory_as_its_output_file(tmp_path: Path, c
 
 
 def test_shards_own_baseline_comparisons_are_left_out_with_a_note(tmp_path: Path) -> None:
-    from pytest_bineval.baseline import diff_runs
+    from pytest_bineval.report.comparison import diff_runs
 
     rec = _record("t.py::test_x")
     a = tmp_path / "a.json"

@@ -11,7 +11,7 @@ import pytest
 from pytest_bineval import BinevalAssertionError, assert_passes
 from pytest_bineval.assertions import AssertionRequest
 from pytest_bineval.engine import Engine
-from pytest_bineval.session import reset_current, set_current
+from pytest_bineval.scope import OutsideScope, reset_current, set_current
 from pytest_bineval.testing import ScriptedModel
 
 
@@ -39,7 +39,7 @@ def test_one_engine_makes_the_checklist_and_judges_the_output(fake: ScriptedMode
     assert ev.scores["fluency"] == 1.0
     assert len(outside_pytest) == 1  # was two: one to generate the checklist, one to judge
     (engine,) = outside_pytest
-    assert engine.usage.llm_calls == engine.checklist_usage.llm_calls + ev.usage.llm_calls
+    assert engine.usage.llm_calls == engine.ledger.checklist_usage.llm_calls + ev.usage.llm_calls
 
 
 def test_the_request_is_resolved_once_with_the_input_checked_first(outside_pytest: list[Engine]) -> None:
@@ -49,7 +49,7 @@ def test_the_request_is_resolved_once_with_the_input_checked_first(outside_pytes
     assert (request.task, request.names, request.strategy, request.score_kind) == ("T", ["fluency"], "bineval",
                                                                                    "share")
     assert request.thresholds(["fluency"]) == {"fluency": 0.4}
-    assert request.ctx is None and request.location is not None and request.location.line > 0
+    assert isinstance(request.scope, OutsideScope) and request.location is not None and request.location.line > 0
     assert outside_pytest == []
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval.checks import KINDS, CheckError, parse_check, run_check
+from pytest_bineval.checks import KINDS, CheckError, CheckTimeout, parse_check, run_check
 from pytest_bineval.checks import catalogue as cat
 from pytest_bineval.errors import MissingExtraError
 
@@ -137,6 +137,12 @@ def test_unknown_kind_lists_the_catalogue() -> None:
     ({"kind": "keyword_count", "keyword": "x"}, "give min, max or both"),
     ({"kind": "regex", "pattern": "("}, "is not a regular expression"),
     ({"kind": "max_words", "value": 3, "separator": "***"}, "separator: Extra inputs are not permitted"),
+    # a count is a number: true (which Python counts as 1) and "3" are refused, naming the field
+    ({"kind": "max_words", "value": True}, "value: Value error, a whole number is meant here, not True"),
+    ({"kind": "max_sentences", "value": "3"}, "value: Value error, a whole number is meant here, not '3'"),
+    ({"kind": "words_between", "min": False, "max": 3}, "min: Value error, a whole number is meant here, not False"),
+    ({"kind": "keyword_count", "keyword": "x", "max": True}, "max: Value error, a whole number is meant here"),
+    ({"kind": "nth_paragraph_first_word", "paragraphs": 2, "n": True, "word": "a"}, "n: Value error, a whole number"),
 ])
 def test_bad_parameters_say_which(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(CheckError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -166,8 +172,66 @@ def test_missing_library_is_a_missing_extra(monkeypatch: pytest.MonkeyPatch, spe
     cat._langdetect.cache_clear()
     monkeypatch.setattr(builtins, "__import__", no_library)
     try:
-        with pytest.raises(MissingExtraError, match=rf'need[s]? {library}: pip install "pytest-bineval\[checks\]"'):
+        with pytest.raises(MissingExtraError,
+                           match=rf'need[s]? {library}: pip install -e "\.\[checks\]" \(in a clone of pytest-bineval'):
             run_check(spec, "Some text here.")
     finally:
         cat._segmenter.cache_clear()
         cat._langdetect.cache_clear()
+
+
+# -- a check is bounded like a judge request --------------------------------------------------------------------
+# A pattern the `regex` engine backtracks on without end: C(n, 11) ways to split "1," * n + "!" (n = 60: 3e11).
+HOSTILE = {"kind": "regex", "pattern": r"^(.*?,){11}P"}
+
+
+@pytest.mark.parametrize("mode", ["search", "fullmatch", "absent"])
+def test_a_pattern_that_backtracks_without_end_stops_at_its_bound_saying_it(mode: str) -> None:
+    with pytest.raises(CheckTimeout) as info:
+        run_check({**HOSTILE, "mode": mode}, "1," * 60 + "!", 0.2)
+    message = str(info.value)
+    assert message.startswith("the regular expression /^(.*?,){11}P/ did not finish within 0.2 s on the response "
+                              "(121 characters)")
+    assert "nested repetition" in message
+
+
+def test_the_probes_pattern_is_no_hang_with_the_regex_engine() -> None:
+    """The issue's ``^(\\w+\\s?)+$`` took 30 s with ``re`` on 26 letters and a dot (doubling with each more);
+    the regex engine answers it at once, whatever the length, within the default bound."""
+    for n in (26, 40, 2000):
+        assert run_check({"kind": "regex", "pattern": r"^(\w+\s?)+$"}, "a" * n + ".") == (
+            False, r"/^(\w+\s?)+$/ not found")
+
+
+def test_a_pattern_is_read_as_before_by_the_regex_engine() -> None:
+    assert run_check({"kind": "regex", "pattern": r"\bfoo\d{2}\b"}, "x foo42 y").passed
+    assert run_check({"kind": "regex", "pattern": r"(?i)^HELLO", "mode": "search"}, "hello\nworld").passed
+    assert run_check({"kind": "regex", "pattern": r"^world$"}, "hello\nworld").passed  # MULTILINE, as before
+    assert run_check({"kind": "regex", "pattern": r"a.b", "mode": "fullmatch"}, "a\nb").passed  # DOTALL
+    assert not run_check({"kind": "regex", "pattern": r"secret", "mode": "absent"}, "the secret").passed
+
+
+def test_a_check_that_overruns_its_bound_is_left_behind_with_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any check, not only a pattern: the evaluation waits no longer than the bound and the grace (the check's
+    thread is left to finish on its own)."""
+    import asyncio
+    import threading
+
+    from pytest_bineval.checks import running
+
+    release = threading.Event()
+
+    def stuck(p: Any, out: str) -> cat.CheckResult:
+        release.wait(30)
+        return cat.CheckResult(True, "never seen")
+
+    check = cat.Check(cat.Kind("stuck", cat.NoParams, stuck, lambda p: "?"), cat.NoParams())
+    monkeypatch.setattr(running, "GRACE_SECONDS", 0.05)
+    try:
+        with pytest.raises(CheckTimeout, match=r"the check 'stuck' did not finish within 0.05 s on the response "
+                                               r"\(3 characters\)"):
+            asyncio.run(running.arun_check(check, "abc", 0.05))
+    finally:
+        release.set()
+    assert asyncio.run(running.arun_check({"kind": "max_words", "value": 2}, "one two", 5.0)) == (
+        True, "2 words; the limit is 2")

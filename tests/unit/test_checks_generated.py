@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from pytest_bineval import GeneratedCheckWarning
 from pytest_bineval.api import evaluate, generate_checklist
-from pytest_bineval.checklist import GeneratedCheckWarning, catalogue_summary, questions_schema
+from pytest_bineval.checklist import catalogue_summary, questions_schema
 from pytest_bineval.checks import KINDS
 from pytest_bineval.testing import ScriptedModel
 from pytest_bineval.testing.scripted import Request
@@ -102,3 +103,26 @@ def test_the_embedded_model_is_not_offered_the_catalogue(fake: ScriptedModel, ca
     assert "- max_words: value" not in request.messages[0]["content"]
     assert "check" not in json.dumps(request.params.get("response_format", {}))
     assert [q.check for q in checklist.questions if q.check] == [{"kind": "max_words", "value": 40}]  # extracted
+
+
+def test_a_hostile_pattern_the_generator_attaches_is_an_error_at_its_bound(fake: ScriptedModel,
+                                                                           cache_dir: Path) -> None:
+    """The checklist model may write any pattern: one that backtracks without end decides nothing, its question
+    is an error verdict at the bound (never a pass), and the evaluation ends."""
+    def questions(req: Request) -> str:
+        return json.dumps({"questions": [
+            _item("Does the response avoid eleven fields before a P?", {"kind": "regex", "pattern": "^(.*?,){11}P",
+                                                                     "mode": "absent"}),
+            _item("Does the response describe the library?"),
+        ]})
+
+    fake.rules = {"questions": questions}
+    checklist = generate_checklist(TASK, ["relevance"], model=fake.model, cache_dir=str(cache_dir))
+    assert checklist.questions[0].check == {"kind": "regex", "pattern": "^(.*?,){11}P", "mode": "absent"}
+    result = evaluate("1," * 60 + "!", checklist, model=fake.model, cache_dir=str(cache_dir), timeout=0.5, retries=0)
+    checked, judged = result.verdicts
+    assert (checked.answer, checked.decided_by) == ("error", "code")
+    assert "the regular expression /^(.*?,){11}P/ did not finish within 0.5 s" in (checked.error or "") or (
+        "the check 'regex' did not finish within 0.5 s" in (checked.error or ""))
+    assert judged.answer == "yes" and result.scores["relevance"] == 1.0  # scored on the answered question only
+    assert result.errors == [checked]

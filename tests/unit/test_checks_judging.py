@@ -133,3 +133,45 @@ def test_a_mixed_checklist_on_the_embedded_model_asks_only_the_judged_questions(
     assert result.usage.llm_calls == 1 + sum(v.answer == "no" for v in judged)
     assert [(v.answer, v.explanation) for v in result.verdicts if v.decided_by == "code"] == [
         ("yes", "1 sentence; the limit is 2"), ("yes", "valid JSON (dict)")]
+
+
+# A pattern that backtracks without end in the regex engine: C(n, 11) ways to split "1," * n + "!" (n = 60: 3e11).
+HOSTILE_CHECK = {"kind": "regex", "pattern": "^(.*?,){11}P", "mode": "absent"}
+
+
+def test_a_check_past_its_bound_is_an_error_verdict_never_a_pass(fake: ScriptedModel, cache_dir: Path) -> None:
+    checklist = Checklist.model_validate({**MIXED, "questions": [
+        {**MIXED["questions"][0], "check": HOSTILE_CHECK}, *MIXED["questions"][1:]]})  # type: ignore[dict-item]
+    result = evaluate("1," * 60 + "!", checklist, model=fake.model, cache_dir=str(cache_dir), timeout=0.5,
+                      retries=0)
+    hostile = result.verdicts[0]
+    assert (hostile.answer, hostile.decided_by) == ("error", "code")
+    assert "did not finish within 0.5 s on the response (121 characters)" in (hostile.error or "")
+    assert "--bineval-timeout" in (hostile.error or "")
+    assert [v.answer for v in result.verdicts[1:]] == ["no", "yes"]  # the other questions are answered
+    assert result.errors == [hostile]
+
+
+def test_a_hostile_pattern_in_a_pin_ends_within_the_bound_with_a_report(pytester: pytest.Pytester) -> None:
+    """The probe's case: a pinned check that never ends stopped the run, which wrote no report or JUnit. Now the
+    question is an error at its bound (--bineval-timeout 1, retries 0: a 2 s evaluation), the test errors, the
+    others run, and every file is written (a subprocess with a time limit, so a hang fails this test instead of
+    stalling the suite)."""
+    make_project(pytester)
+    hostile = json.loads(json.dumps(MIXED))
+    hostile["questions"][0]["check"] = HOSTILE_CHECK
+    _pin(pytester, hostile)
+    pytester.makepyfile(test_pin=PINNED_TEST.format(task=TASK, output="1," * 60 + "!") + """
+def test_other():
+    pass
+""")
+    result = pytester.runpytest_subprocess("--bineval-strict", "--bineval-cache=off", "--bineval-timeout=1",
+                                           "--bineval-retries=0", "--bineval-report=report.json",
+                                           "--junitxml=junit.xml", "-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*did not finish within 1 s on the response (121 characters)*"])
+    (ev,) = report_of(pytester).evaluations
+    first = ev.verdicts[0]
+    assert (first.question_id, first.answer, first.decided_by) == ("format-1", "error", "code")
+    junit = (pytester.path / "junit.xml").read_text()
+    assert 'errors="1"' in junit and "did not finish within 1 s" in junit

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_bineval.cli import build_parser, main
 from pytest_bineval.models import Checklist, Question
-from pytest_bineval.record import ReportDocument
+from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing import ScriptedModel
 
 CHECKLIST = Checklist(

@@ -14,9 +14,9 @@ import pytest
 from pytest_bineval.confirm import ask_again, confirmed, decided, interval, needs_confirmation, z_of
 from pytest_bineval.engine import Engine
 from pytest_bineval.errors import UsageError
-from pytest_bineval.ledger import RunLedger
 from pytest_bineval.models import Checklist, ConfirmCost, Question, Usage, Verdict
-from pytest_bineval.record import ConfirmationSummary
+from pytest_bineval.report.ledger import RunLedger
+from pytest_bineval.report.record import ConfirmationSummary
 from pytest_bineval.settings import Settings, confidence_level
 from pytest_bineval.testing import ScriptedModel
 from pytest_bineval.testing.scripted import Request
@@ -194,7 +194,7 @@ def test_the_engine_re_asks_only_failing_questions_and_caches_each_re_ask(prefil
     assert by_id["consistency-3"].confirmation is None  # yes with P(yes) 0.9: not re-asked
     assert by_id["consistency-4"].confirmation is None and by_id["consistency-4"].decided_by == "code"
     assert fake.calls_of("verdict") == 3 + 3 + 5  # first asks (the code check asks none) + re-asks
-    cost = engine.confirm_cost
+    cost = engine.ledger.confirm_cost
     assert (cost.questions, cost.reasked, cost.reasks, cost.usage.llm_calls) == (3, 2, 8, 8)
     assert ev.usage.llm_calls == 11 and engine.usage.llm_calls == 11
 
@@ -205,7 +205,7 @@ def test_the_engine_re_asks_only_failing_questions_and_caches_each_re_ask(prefil
         again.close()
     assert fake.calls_of("verdict") == 11
     assert [v.asks for v in ev2.verdicts] == [v.asks for v in ev.verdicts]
-    assert (again.confirm_cost.usage.llm_calls, again.confirm_cost.usage.cache_hits) == (0, 8)
+    assert (again.ledger.confirm_cost.usage.llm_calls, again.ledger.confirm_cost.usage.cache_hits) == (0, 8)
 
 
 def test_without_confirm_nothing_is_re_asked(fake: ScriptedModel, cache_dir: Path) -> None:
@@ -216,11 +216,11 @@ def test_without_confirm_nothing_is_re_asked(fake: ScriptedModel, cache_dir: Pat
     finally:
         engine.close()
     assert fake.calls_of("verdict") == 3 and all(v.confirmation is None for v in ev.verdicts)
-    assert engine.confirm_cost == ConfirmCost()
+    assert engine.ledger.confirm_cost == ConfirmCost()
 
 
 def test_against_a_baseline_an_unstable_confirmed_question_flips_and_a_decided_one_regresses() -> None:
-    from pytest_bineval.baseline import classify
+    from pytest_bineval.report.comparison import classify
 
     before = verdict("yes")
     split = confirmed(verdict("no"), [verdict("yes"), verdict("no")], 0.95)  # no by 2 of 3, undecided

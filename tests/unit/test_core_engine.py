@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_bineval import (
+    BinevalCacheWarning,
     Checklist,
     ChecklistGenerationError,
     Engine,
@@ -35,7 +36,7 @@ from pytest_bineval import (
     prompt_version,
 )
 from pytest_bineval.cli import main
-from pytest_bineval.llm.cache import BinevalCacheWarning, cache_key
+from pytest_bineval.llm.cache import cache_key
 from pytest_bineval.testing import Request, ScriptedModel
 
 TASK = "Summarize the news article in 2-3 sentences for a busy reader."
@@ -441,8 +442,9 @@ def test_non_str_output_is_a_type_error_before_any_call(fake: ScriptedModel, cac
                                                          output: Any) -> None:
     with pytest.raises(TypeError, match="must be a str"):
         evaluate(output, make_checklist(2), ARTICLE, **opts(fake, cache_dir))
-    with pytest.raises(TypeError, match="source must be a str or None"):
-        evaluate(SUMMARY, make_checklist(2), output or 3.5, **opts(fake, cache_dir))
+    with pytest.raises(TypeError, match="source must be a str, a list of documents or None"):
+        evaluate(SUMMARY, make_checklist(2), 3.5 if output is None or isinstance(output, list) else output,
+                 **opts(fake, cache_dir))
     assert fake.requests == []
 
 

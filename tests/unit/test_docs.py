@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -16,11 +17,16 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 
-def load_hook() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("options_reference", DOCS / "hooks" / "options_reference.py")
+def load_hook(name: str = "options_reference") -> ModuleType:
+    """A hook of docs/hooks/, loaded as mkdocs loads it (its directory on the path while it runs)."""
+    spec = importlib.util.spec_from_file_location(name, DOCS / "hooks" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(DOCS / "hooks"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(DOCS / "hooks"))
     return module
 
 
@@ -82,3 +88,17 @@ def test_the_readme_configuration_table_has_every_option() -> None:
                if not any(r.startswith(f"| `--bineval-{spec.name}") and f"`{dest(spec)}`" in r for r in rows)]
     assert not missing, f"README.md's configuration table lacks --bineval-{', --bineval-'.join(missing)}"
     assert len(rows) == len(SPECS), "README.md's configuration table has a row for an option that does not exist"
+
+
+def test_the_committed_labels_tables_are_the_computed_ones() -> None:
+    """docs/know-your-judge.md: the interval of an agreement on n labels and the simulated error rates of
+    --min-kappa (docs/hooks/labels_table.py)."""
+    hook = load_hook("labels_table")
+    committed = (DOCS / "know-your-judge.md").read_text(encoding="utf-8")
+    assert committed == hook.fill(committed), (
+        "docs/know-your-judge.md is out of date with the code: run `python docs/hooks/labels_table.py`")
+    assert hook.true_kappa(0.7, hook.accuracy_for(0.8)) == pytest.approx(0.8)
+    assert hook.true_kappa(0.7, hook.accuracy_for(0.4)) == pytest.approx(0.4)
+    assert hook.true_kappa(0.5, 0.9) == pytest.approx(0.8)  # symmetric errors at a 50% base rate: 2 * 0.9 - 1
+    with pytest.raises(ValueError, match=r"know-your-judge\.md lacks the markers"):
+        hook.fill("no markers")

@@ -16,7 +16,7 @@ from pytest_bineval.models import Checklist, Question, Usage
 from pytest_bineval.optimize.lessons import save_history
 from pytest_bineval.outputs.html import write_html
 from pytest_bineval.pins import PinFile, pin
-from pytest_bineval.record import ReportDocument, Totals
+from pytest_bineval.report.document import ReportDocument, Totals
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
 

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval import Checklist, Question, evaluate
+from pytest_bineval import BinevalEncodingWarning, Checklist, Question, evaluate
 from pytest_bineval.llm import parsing
-from pytest_bineval.llm.client import BinevalEncodingWarning
 from pytest_bineval.llm.parsing import MAX_JSON_DEPTH, MAX_REPLY_CHARS, clean_reply, parse_json_object, reply_parts
 from pytest_bineval.testing import ScriptedModel
 
@@ -104,6 +103,23 @@ def test_a_key_with_quotes_outside_the_object_is_still_ambiguous() -> None:
 def _checklist() -> Checklist:
     return Checklist(task="T", dimensions={"consistency": "D"},
                      questions=[Question(id="consistency-1", dimension="consistency", text="Is check 1 met?")])
+
+
+@pytest.mark.parametrize("explain", ["failing", "all", "none"])
+@pytest.mark.parametrize("reply", ['{"answer": "yes", "answer": "no", "explanation": "x"}',
+                                   '{"answer": "no", "answer": "yes", "explanation": "x"}'])
+def test_an_answer_given_twice_is_an_error_in_every_explain_mode(fake: ScriptedModel, cache_dir: Path, reply: str,
+                                                                 explain: str) -> None:
+    """Which of two answers counts would be a guess: the reply is ambiguous, retried, then an error verdict (the
+    probe saw a pass under failing and none, a failure under all)."""
+    fake.rules["verdict"] = lambda req: reply
+    checklist = Checklist(task="t", dimensions={"fluency": "d"},
+                          questions=[Question(id="fluency-1", dimension="fluency", text="Is it fluent?")])
+    result = evaluate("out", checklist, model=fake.model, cache_dir=str(cache_dir), explain=explain, retries=1)
+    (verdict,) = result.verdicts
+    assert verdict.answer == "error"
+    assert "ambiguous reply: key 'answer' given twice" in (verdict.error or "")
+    assert fake.calls_of("verdict") == 2 == result.usage.failed_requests  # asked, retried, both counted
 
 
 def test_an_oversized_reply_is_an_error_verdict_naming_size_and_limit(fake: ScriptedModel, cache_dir: Path) -> None:

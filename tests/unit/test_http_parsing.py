@@ -14,7 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_bineval.judge import _answer_field
-from pytest_bineval.llm.parsing import MalformedResponse, parse_json_object, reply_parts
+from pytest_bineval.llm.parsing import (
+    MalformedResponse,
+    answer_settled,
+    check_answer_once,
+    parse_json_object,
+    reply_parts,
+)
 
 
 def verdict_of(text: str) -> str:
@@ -53,6 +59,11 @@ def test_one_verdict_is_read(reply: str, answer: str) -> None:
     # a nested verdict repeating the top-level key
     json.dumps({"answer": "no", "explanation": "x", "quote": {"answer": "yes"}}),
     json.dumps({"answer": "yes", "explanation": "x", "items": [{"answer": "no"}]}),
+    # one key given twice: Python's decoder keeps the last, a streamed read the first
+    '{"answer": "yes", "answer": "no", "explanation": "x"}',
+    '{"answer": "no", "explanation": "x", "answer": "yes"}',
+    '{"answer": "yes", "explanation": "x", "explanation": "y"}',
+    'Verdict: {"answer": "yes", "answer": "yes"}',
     # a broken verdict around a complete one, and a verdict fragment in prose
     '{"answer": "no", "explanation": ' + json.dumps(YES),
     f"\"answer\": \"no\" -- {json.dumps(YES)}",
@@ -76,6 +87,26 @@ def test_ambiguity_is_named_in_the_error() -> None:
         parse_json_object(f'"answer": "no" {json.dumps(YES)}')
     with pytest.raises(ValueError, match="no JSON object"):
         parse_json_object("yes")
+    with pytest.raises(ValueError, match="ambiguous reply: key 'answer' given twice in one JSON object"):
+        parse_json_object('{"answer": "yes", "answer": "no", "explanation": "x"}')
+
+
+@pytest.mark.parametrize(("text", "settled"), [
+    ('{"answer": "yes"', False), ('{"answer": "yes", ', False), ('{"answer": "yes", "expla', False),
+    ('{"answer": "yes", "explanation"', False), ('{"answer": "yes", "explanation":', True),
+    ('{"answer": "yes"}', True), ('{"answer": "no", "answer":', True), ('{ "answer" : "Yes." , "x" :', True),
+    ('{"answer": "yes", "a\\"b":', True), ('The answer: {"answer": "yes", "x":', False),
+])
+def test_a_streamed_answer_is_settled_by_the_next_key(text: str, settled: bool) -> None:
+    """A stream closed early is read up to the next key's name: a second "answer" right after the first is seen."""
+    assert answer_settled(text) is settled
+
+
+def test_an_answer_given_twice_so_far_is_ambiguous() -> None:
+    with pytest.raises(ValueError, match="ambiguous reply: key 'answer' given twice"):
+        check_answer_once('{"answer": "yes", "answer": "no"')
+    check_answer_once('{"answer": "yes", "explanation": "it says \\"answer\\": no"')  # escaped: inside a string
+    check_answer_once('{"answer": "yes", "explanation":')
 
 
 @pytest.mark.parametrize(("response", "message"), [

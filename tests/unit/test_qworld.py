@@ -29,8 +29,8 @@ from pytest_bineval.assertions import failure_message
 from pytest_bineval.cli import main
 from pytest_bineval.pins import PinFile, pin
 from pytest_bineval.qworld import QWORLD_DIMENSION, parse_widths
-from pytest_bineval.record import EvaluationRecord
-from pytest_bineval.session import reset_current, set_current
+from pytest_bineval.report.record import Asked, EvaluationRecord
+from pytest_bineval.scope import reset_current, set_current
 from pytest_bineval.testing import Request, ScriptedModel
 
 QUESTION = ("I'm flying Berlin to Tokyo next month with my 2-year-old, 14 hours. "
@@ -342,8 +342,9 @@ def test_record_and_failure_message_with_points() -> None:
     evaluation = Evaluation(task="T", model="m", dimensions=["quality"], verdicts=verdicts)
     assert evaluation.points_scores(QUESTIONS) == {"quality": pytest.approx(2 / 18),
                                                    "overall": pytest.approx(2 / 18)}
-    record = EvaluationRecord.build(test="t", evaluation=evaluation, thresholds={"quality": 0.5}, questions=QUESTIONS,
-                                    checklist_status="pinned", score_kind="points", strategy="qworld")
+    record = EvaluationRecord.build(Asked(score_kind="points"), evaluation,
+                                    Checklist(task="t", dimensions={}, questions=QUESTIONS, strategy="qworld"),
+                                    thresholds={"quality": 0.5}, status="pinned", test="t")
     (dim,) = record.dimensions
     assert (dim.score, dim.score_kind, dim.outcome) == (pytest.approx(2 / 18), "points", "failed")
     assert record.score_kind == "points" and record.strategy == "qworld" and record.overall == pytest.approx(2 / 18)
@@ -354,8 +355,8 @@ def test_record_and_failure_message_with_points() -> None:
     start = lines.index("failing questions (3):")
     assert lines[start + 1] == "  [quality] (-8 penalty) x"
     assert lines[start + 3] == "  [quality] (+5 missed) b"
-    share = EvaluationRecord.build(test="t", evaluation=evaluation, thresholds={"quality": 0.5}, questions=QUESTIONS,
-                                   checklist_status="pinned")
+    share = EvaluationRecord.build(Asked(), evaluation, QUESTIONS, thresholds={"quality": 0.5}, status="pinned",
+                                   test="t")
     assert share.dimensions[0].score == pytest.approx(2 / 5) and share.score_kind == "share"
     again = EvaluationRecord.model_validate_json(record.model_dump_json())
     assert again == record

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from pytest_bineval.baseline import diff_runs, match_questions
 from pytest_bineval.models import Evaluation, Verdict
-from pytest_bineval.record import EvaluationRecord, ReportDocument, Totals
 from pytest_bineval.repeats import combine_repeats, combine_verdicts, wilson_interval
+from pytest_bineval.report.comparison import diff_runs, match_questions
+from pytest_bineval.report.document import ReportDocument, Totals
+from pytest_bineval.report.record import Asked, EvaluationRecord
 
 
 def verdict(qid: str, answer: str, *, dim: str = "consistency", text: str | None = None,
@@ -22,8 +23,9 @@ def record(test: str, verdicts: list[Verdict], *, output: str = "out", threshold
            index: int = 0, gate: Any = "mean") -> EvaluationRecord:
     dims = list(dict.fromkeys(v.dimension for v in verdicts)) or ["consistency"]
     ev = Evaluation(task="t", model="m", dimensions=dims, verdicts=verdicts)
-    return EvaluationRecord.build(test=test, evaluation=ev, thresholds=thresholds or {d: 0.5 for d in dims},
-                                  questions=[], checklist_status="explicit", output=output, index=index, gate=gate)
+    return EvaluationRecord.build(Asked(output=output, gate=gate), ev, [],
+                                  thresholds=thresholds or {d: 0.5 for d in dims}, status="explicit", test=test,
+                                  index=index)
 
 
 # -- Wilson intervals, checked against values computed by hand ------------------------------------------------
@@ -68,13 +70,12 @@ def test_scores_and_intervals_count_every_repeat() -> None:
                        verdicts=[verdict("c1", a1), verdict("c2", "yes")]) for a1 in ("yes", "no", "yes")]
     combined = combine_repeats(runs)
     assert combined.scores["consistency"] == pytest.approx(5 / 6)  # 5 yes of 2 questions x 3 repeats
-    rec = EvaluationRecord.build(test="t", evaluation=combined, thresholds={"consistency": 0.8}, questions=[],
-                                 checklist_status="explicit")
+    rec = EvaluationRecord.build(Asked(), combined, [], thresholds={"consistency": 0.8}, status="explicit", test="t")
     (dim,) = rec.dimensions
     assert (dim.answers, round(dim.low or 0, 4), round(dim.high or 0, 4)) == (6, 0.4365, 0.9699)
     assert rec.repeats == 3 and rec.outcome == "passed"  # gate mean: 0.83 >= 0.80
-    gated = EvaluationRecord.build(test="t", evaluation=combined, thresholds={"consistency": 0.8}, questions=[],
-                                   checklist_status="explicit", gate="lower-bound")
+    gated = EvaluationRecord.build(Asked(gate="lower-bound"), combined, [], thresholds={"consistency": 0.8},
+                                   status="explicit", test="t")
     assert gated.outcome == "failed"  # gate lower-bound: 0.44 < 0.80
     assert [v.question_id for v in rec.unstable()] == ["c1"]
 
@@ -132,13 +133,19 @@ def test_diff_of_two_runs_every_kind() -> None:
     assert (s1.before, s1.after, s1.delta) == (pytest.approx(2 / 3), pytest.approx(2 / 3), pytest.approx(0))
     assert s2.delta == pytest.approx(-1 / 3)
     assert [(d.key, s.name) for d, s in report.score_drops()] == [("t::a #1", "consistency")]
-    assert report.fail_reason() is None  # 1 flip of 3 questions, 1 of 1: within noise (McNemar p = 1.0)
-    assert [s.p_value for d in report.compared for s in d.scores] == [1.0, 1.0]
+    # the yes -> no flips: one of a changed output, pending until re-asked (pytest_bineval.gate), one of the same
+    # output (and source, task, question, judge): the judge's noise; a pending flip is unsettled, which fails the gate
+    assert [(d.key, c.flip.status) for d, c in report.flips() if c.flip] == [("t::a", "pending"),
+                                                                           ("t::a #1", "same input")]
+    assert report.fail_reason() == ("1 flipped question could not be confirmed vs baseline base.json "
+                                    "(--bineval-fail-on-regression)")
     assert diff_runs(base, now, baseline="base.json", tolerance=0.1, fail_on="any").fail_reason() == (
         "1 regression and 1 score drop beyond tolerance 0.10 vs baseline base.json (--bineval-fail-on-regression=any)")
     totals = Totals.of(now, now[0].usage, regressions=report)
     assert (totals.regressions, totals.unstable_flips, totals.fixes, totals.new_judge_errors, totals.score_drops,
             totals.unstable_questions) == (1, 1, 1, 1, 1, 1)
+    assert (totals.regressed_cases, totals.confirmed_flips, totals.noise_flips, totals.unsettled_flips,
+            totals.regressed_dimensions) == (0, 0, 1, 1, 0)
 
 
 def test_tolerance_is_inclusive_and_nothing_changed_means_no_reason() -> None:

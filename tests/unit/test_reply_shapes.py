@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_bineval import Question
+from pytest_bineval import MissingSourceWarning, Question
 from pytest_bineval.bench import methods
 from pytest_bineval.judge import (
     ANSWER_SCHEMA,
     EXPLANATION_MAX,
     EXPLANATION_SCHEMA,
-    MissingSourceWarning,
     _answer_field,
     _explanation_field,
     missing_source_message,

@@ -13,7 +13,7 @@ from support import PASS_AND_FAIL, Q, make_project
 
 from pytest_bineval.cli import main
 from pytest_bineval.errors import UsageError
-from pytest_bineval.record import REPORT_KIND, ReportDocument
+from pytest_bineval.report.document import REPORT_KIND, ReportDocument
 
 pytest_plugins = ["pytester"]
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from pytest_bineval.errors import UsageError
 from pytest_bineval.llm.accounting import MAX_TOKENS, TokenCounter, impossible_usage, reply_usage
 from pytest_bineval.models import MAX_COUNT, Usage
-from pytest_bineval.record import REPORT_KIND, ReportDocument, Totals
+from pytest_bineval.report.document import REPORT_KIND, ReportDocument, Totals
 
 
 def reply(usage: Any, content: str = '{"answer": "yes"}') -> dict[str, Any]:

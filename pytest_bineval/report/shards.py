@@ -1,6 +1,6 @@
 """One report from the reports of the shards of a suite (``bineval report merge SHARD.json... -o MERGED.json``).
 
-Each shard's report becomes a :class:`~pytest_bineval.ledger.RunLedger` (:meth:`RunLedger.of_document`), the
+Each shard's report becomes a :class:`~pytest_bineval.report.ledger.RunLedger` (:meth:`RunLedger.of_document`), the
 ledgers are added with the merge pytest-xdist uses (:meth:`RunLedger.merge`), and the merged ledger becomes the
 document (:meth:`RunLedger.document`), as a run's does: records, totals, usage, unscored tests, notes.
 
@@ -18,9 +18,10 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .errors import UsageError
+from ..errors import UsageError
+from .document import OptimizeOutcome, ReportDocument
 from .ledger import RunLedger
-from .record import JudgedBy, OptimizeOutcome, ReportDocument
+from .record import JudgedBy
 
 # What must be the same in every shard: the settings that make the verdicts (not the concurrency, timeout ...).
 SAME_JUDGE = (("model", "judge model (--bineval-model)"), ("checklist_model", "checklist model"),

@@ -1,14 +1,12 @@
-"""The one shape every output reads: :class:`EvaluationRecord` (one ``assert_passes`` evaluation) and
-:class:`ReportDocument` (the versioned ``--bineval-report`` JSON).
-
-The failure message, the terminal summary, the JSON report, pytest-xdist merging, ``--bineval-optimize``
-and the ``pytest_bineval_evaluated`` hook all take these types. ``ReportDocument.load`` reads every
-format this package has written (format 1 records were plain dicts; they are converted).
+"""The run's finished document: :class:`ReportDocument` (the versioned ``--bineval-report`` JSON, what every
+output reads), its parts (:class:`Totals`, :class:`ReportSettings`, :class:`ChecklistGeneration`, :class:`PinAction`,
+:class:`OptimizeOutcome`), and the file reader with its checks: ``ReportDocument.load`` reads every format this
+package has written (format 1 records were plain dicts; they are converted) and refuses, naming the place, what is
+not a report. :func:`diff_reports` compares two finished documents.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -19,413 +17,32 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ._version import __version__
-from .errors import UsageError
-from .files import write_text_atomic
-from .kinds import GATES as GATES  # re-exported
-from .kinds import FailOn
-from .kinds import Gate as Gate
-from .models import (
-    Answer,
-    ConfirmCost,
-    Evaluation,
-    Question,
-    ScoreKind,
-    Strategy,
-    Usage,
-    Verdict,
-    no_impossible_counts,
-    points_score,
-    share_of_yes,
-    yes_count,
+from .._version import __version__
+from ..calibrate import Calibration
+from ..errors import UsageError
+from ..files import write_text_atomic
+from ..gate_stats import DEFAULT_ALPHA
+from ..kinds import FailOn, Gate
+from ..models import Question, Usage, Verdict, no_impossible_counts
+from ..redaction import redact_obj
+from .comparison import RegressionReport, diff_runs
+from .record import (
+    ConfirmationSummary,
+    DimensionResult,
+    EvaluationRecord,
+    JudgedBy,
+    Outcome,
+    UnscoredTest,
+    UnstableQuestion,
+    pin_key,
+    text_digest,
 )
-from .redaction import redact, redact_obj, replace_surrogates, secret_values
-from .repeats import wilson_interval
 
 REPORT_FORMAT = 2
 # The "kind" of a report file: what tells it from a pinned-checklist file or any other JSON.
 REPORT_KIND: Literal["bineval-report"] = "bineval-report"
 # The keys every report of a format has (what a report written before the "kind" marker is known by).
 REPORT_KEYS = {1: ("evaluations",), 2: ("generator", "settings", "totals", "evaluations")}
-SOURCE_IN_REPORT = 4000  # characters of the source kept in a record
-OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the digest covers all of it)
-UNSCORED_MESSAGE = 2000  # characters of an unscored test's error message kept in the report
-
-Outcome = Literal["passed", "failed", "error"]
-ChecklistStatus = Literal["pinned", "written", "unpinned", "stale", "explicit"]
-
-
-def text_digest(text: str) -> str:
-    """A short digest of a text (an output under test: did it change between two runs?)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def questions_digest(questions: Sequence[Question]) -> str:
-    """``sha256:<hex>`` of a checklist's questions (ids, dimensions, texts and the rest): an edit to any question
-    changes it. A pin entry records it of its generated questions; a report, of each evaluation's checklist."""
-    body = json.dumps([q.model_dump(mode="json") for q in questions], sort_keys=True, ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def clean(text: str, secrets: list[str] | None = None) -> str:
-    """A string fit to leave the process: secrets redacted, lone surrogates (not valid UTF-8) replaced."""
-    return redact(replace_surrogates(text)[0], secrets or ())
-
-
-def _clean_verdict(v: Verdict, secrets: list[str]) -> Verdict:
-    return v.model_copy(update={
-        "question": clean(v.question, secrets), "explanation": clean(v.explanation, secrets),
-        "error": None if v.error is None else clean(v.error, secrets),
-    })
-
-
-def excerpt(text: str | None, limit: int) -> str | None:
-    if text is None or len(text) <= limit:
-        return text
-    return text[:limit] + f"… [{len(text) - limit} more characters]"
-
-
-class DimensionResult(BaseModel):
-    """One checked dimension of an evaluation: its score against its threshold."""
-
-    name: str
-    score: float | None = Field(description="share of yes over the answered questions x repeats (score_kind 'share'), "
-                                "or the points-weighted score (score_kind 'points'); None if nothing was answered")
-    threshold: float
-    outcome: Outcome = Field(description="error: a question of this dimension got no answer from the judge")
-    answers: int = Field(default=0, description="the answers the score is a share of: answered questions x repeats")
-    low: float | None = Field(default=None, description="lower end of the score's 95% Wilson interval (share only)")
-    high: float | None = Field(default=None, description="upper end of the score's 95% Wilson interval (share only)")
-    score_kind: ScoreKind = Field(default="share", description="share: yeses / answered questions; points: "
-                                  "points earned minus penalties over the positive points, clipped to [0, 1]")
-
-    def gated(self, gate: Gate) -> float | None:
-        """What the threshold is compared with: the score (gate ``mean``) or its interval's lower end."""
-        return self.score if gate == "mean" else self.low
-
-
-class Location(BaseModel):
-    """Where the ``assert_passes`` call is: rootdir-relative file (POSIX) and 1-based line."""
-
-    file: str
-    line: int
-
-
-class EvaluationRecord(BaseModel):
-    """One evaluation made by ``assert_passes`` (or the ``bineval`` fixture) during a test."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    test: str = Field(description="pytest node id")
-    index: int = Field(default=0, description="which evaluation of the test this is (0 for the first)")
-    task: str
-    prompt: str | None = Field(default=None, description="the generator prompt file the test names (for optimize)")
-    model: str
-    checklist_model: str = ""
-    checklist_status: ChecklistStatus
-    prompt_version: str = Field(default="", description="version of the packaged prompts that made the checklist")
-    dimensions: list[DimensionResult]
-    overall: float | None = None
-    outcome: Outcome
-    questions: list[Question] = Field(default_factory=list)
-    verdicts: list[Verdict] = Field(default_factory=list)
-    output: str = Field(default="", description=f"the output under test (first {OUTPUT_IN_REPORT} characters)")
-    output_digest: str = ""
-    source: str | None = Field(default=None, description=f"the source (first {SOURCE_IN_REPORT} characters)")
-    usage: Usage = Field(default_factory=Usage)
-    location: Location | None = None
-    repeats: int = Field(default=1, description="how many times each question was asked (--bineval-repeats)")
-    gate: Gate = Field(default="mean", description="what each threshold was compared with: the score (mean) or "
-                                                   "the lower end of its 95% Wilson interval (lower-bound)")
-    score_kind: ScoreKind = Field(default="share", description="the kind of the dimension scores and of overall")
-    strategy: Strategy = Field(default="bineval", description="what wrote the checklist: bineval (per task), "
-                               "qworld or qworld-lite (per question, with points)")
-
-    @classmethod
-    def build(cls, *, test: str, evaluation: Evaluation, thresholds: dict[str, float], questions: Sequence[Question],
-              checklist_status: ChecklistStatus, checklist_model: str = "", prompt_version: str = "",
-              output: str = "", source: str | None = None, prompt: str | None = None, index: int = 0,
-              location: Location | None = None, gate: Gate = "mean", score_kind: ScoreKind = "share",
-              strategy: Strategy = "bineval") -> EvaluationRecord:
-        """The record of ``evaluation`` judged against ``thresholds`` (its outcome is computed here); the
-        scores are shares of yes, or with ``score_kind="points"`` points-weighted (:func:`points_score`, which
-        has no interval: the ``lower-bound`` gate needs shares). Every text in it passes the redaction step (and
-        lone surrogates are replaced): records are what leaves the process."""
-        def score_of(verdicts: Sequence[Verdict]) -> float | None:
-            return points_score(verdicts, questions) if score_kind == "points" else share_of_yes(verdicts)
-
-        dims: list[DimensionResult] = []
-        for name, limit in thresholds.items():
-            of_dim = [v for v in evaluation.verdicts if v.dimension == name]
-            score = score_of(of_dim)
-            yes, answers = yes_count(of_dim)
-            interval = wilson_interval(yes, answers) if score_kind == "share" else None
-            low, high = interval if interval is not None else (None, None)
-            gated = score if gate == "mean" else low
-            errored = any(v.answer == "error" for v in of_dim)
-            outcome: Outcome = "error" if errored else ("passed" if gated is not None and gated >= limit else "failed")
-            dims.append(DimensionResult(name=name, score=score, threshold=limit, outcome=outcome, answers=answers,
-                                        low=low, high=high, score_kind=score_kind))
-        overall: Outcome = (
-            "error" if any(d.outcome == "error" for d in dims)
-            else "passed" if all(d.outcome == "passed" for d in dims) else "failed"
-        )
-        secrets = secret_values()
-        kept_source = excerpt(source, SOURCE_IN_REPORT)
-        return cls(
-            test=test, index=index, task=clean(evaluation.task, secrets), prompt=prompt, model=evaluation.model,
-            checklist_model=checklist_model, checklist_status=checklist_status, prompt_version=prompt_version,
-            dimensions=dims, overall=score_of(evaluation.verdicts), outcome=overall, questions=list(questions),
-            verdicts=[_clean_verdict(v, secrets) for v in evaluation.verdicts],
-            output=clean(excerpt(output, OUTPUT_IN_REPORT) or "", secrets), output_digest=text_digest(output),
-            source=None if kept_source is None else clean(kept_source, secrets), usage=evaluation.usage,
-            location=location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
-            gate=gate, score_kind=score_kind, strategy=strategy,
-        )
-
-    # -- views ------------------------------------------------------------------------------------------------
-    @property
-    def key(self) -> str:
-        """Identity across runs: the test id, and the evaluation's index when it is not the first."""
-        return self.test if self.index == 0 else f"{self.test} #{self.index}"
-
-    @property
-    def scores(self) -> dict[str, float | None]:
-        return {d.name: d.score for d in self.dimensions}
-
-    @property
-    def thresholds(self) -> dict[str, float]:
-        return {d.name: d.threshold for d in self.dimensions}
-
-    def points(self) -> dict[str, int]:
-        """Question id -> points, for the questions that have them (question-specific criteria)."""
-        return {q.id: q.points for q in self.questions if q.points is not None}
-
-    def checked(self) -> list[Verdict]:
-        """Verdicts of the checked dimensions, failing first (error, then no, then yes); within each group the
-        criteria with the most points (or penalty) first."""
-        dims = {d.name for d in self.dimensions}
-        rank = {"error": 0, "no": 1, "yes": 2}
-        points = self.points()
-        return sorted((v for v in self.verdicts if v.dimension in dims),
-                      key=lambda v: (rank[v.answer], -abs(points.get(v.question_id, 0))))
-
-    def failing(self) -> list[Verdict]:
-        """The questions of the checked dimensions answered *no*: each one is a reason."""
-        return [v for v in self.checked() if v.answer == "no"]
-
-    def errors(self) -> list[Verdict]:
-        return [v for v in self.checked() if v.answer == "error"]
-
-    def unstable(self) -> list[Verdict]:
-        """The questions of the checked dimensions whose repeats got both answers."""
-        return [v for v in self.checked() if v.unstable]
-
-
-ChangeKind = Literal["regression", "unstable flip", "fix", "judge error", "recovered"]
-CHANGE_KINDS: tuple[ChangeKind, ...] = ("regression", "unstable flip", "judge error", "fix", "recovered")
-
-
-class QuestionRef(BaseModel):
-    """A question asked in one of the two compared runs only (the checklist changed)."""
-
-    id: str
-    dimension: str
-    text: str
-
-
-class QuestionChange(BaseModel):
-    """A question whose answer differs from the baseline's.
-
-    ``regression``: yes -> no; ``unstable flip``: yes <-> no of a question whose repeats disagree in either run
-    (reported apart, not a regression); ``fix``: no -> yes; ``judge error``: an answer became a judge error;
-    ``recovered``: a judge error became an answer.
-    """
-
-    kind: ChangeKind
-    question_id: str
-    dimension: str
-    question: str
-    before: Answer
-    after: Answer
-    explanation: str = Field(default="", description="this run's explanation, or the judge error's cause")
-    baseline_explanation: str | None = Field(default=None, description="the baseline's, when it has one")
-    repeats: list[Answer] = Field(default_factory=list, description="this run's answers, when asked more than once")
-    baseline_repeats: list[Answer] = Field(default_factory=list)
-    edited_from: str | None = Field(default=None, description="the baseline's text of a question matched by id after a "
-                                    "small edit: such a change is shown apart and kept out of the gate")
-
-
-class ScoreChange(BaseModel):
-    """One dimension's score in the baseline and in this run."""
-
-    name: str
-    before: float | None
-    after: float | None
-    delta: float | None = Field(description="after - before; None when either has no score")
-    threshold: float
-    p_value: float | None = Field(default=None, description="exact test of the paired answers (stat_test)")
-    stat_test: str = Field(default="", description="mcnemar (paired answers), fisher (answer counts, with repeats) "
-                           "or none (no question answered in both runs)")
-    regressed: bool = Field(default=False, description="the score fell beyond the tolerance and p_value < alpha")
-
-
-class EvaluationDiff(BaseModel):
-    """One evaluation (same :attr:`EvaluationRecord.key`) in the baseline and in this run."""
-
-    key: str
-    test: str
-    index: int = 0
-    location: Location | None = None
-    outcome: Outcome
-    baseline_outcome: Outcome
-    output_changed: bool = Field(description="the output under test differs from the baseline's (digest)")
-    changes: list[QuestionChange] = Field(default_factory=list)
-    scores: list[ScoreChange] = Field(default_factory=list)
-    questions_added: list[QuestionRef] = Field(default_factory=list)
-    questions_removed: list[QuestionRef] = Field(default_factory=list)
-    matched_by_text: int = Field(default=0, description="questions matched by their text (the id changed)")
-    matched_by_id: int = Field(default=0, description="questions matched by their id after a small edit of the text")
-    replaced: int = Field(default=0, description="ids asked in both runs with texts too different to compare: "
-                          "counted in questions_added and questions_removed")
-    unchanged: int = Field(default=0, description="matched questions with the baseline's answer")
-
-
-class EvaluationRef(BaseModel):
-    """An evaluation found in one of the two compared runs only."""
-
-    key: str
-    test: str
-    index: int = 0
-    outcome: Outcome
-    location: Location | None = None
-
-
-class RegressionReport(BaseModel):
-    """This run compared with a baseline report (``--bineval-baseline``), per evaluation and per question."""
-
-    baseline: str = Field(description="the baseline report file, as given")
-    baseline_created: str = ""
-    baseline_generator: str = ""
-    tolerance: float = Field(default=0.0, description="score drops up to this much are not counted")
-    alpha: float = Field(default=0.05, description="significance level of a dimension's drop (--bineval-alpha)")
-    fail_on: FailOn = Field(default="significant", description="what --bineval-fail-on-regression acts on: significant "
-                         "(dimensions regressed beyond noise) or any (any regression flip or score drop)")
-    compared: list[EvaluationDiff] = Field(default_factory=list)
-    added: list[EvaluationRef] = Field(default_factory=list, description="evaluations the baseline does not have")
-    removed: list[EvaluationRef] = Field(default_factory=list, description="baseline evaluations of tests that ran "
-                                         "this run without making them")
-    not_run: list[EvaluationRef] = Field(default_factory=list, description="baseline evaluations of tests this run did "
-                                         "not run (deselected, another subset, skipped or deleted)")
-    judged_differently: list[str] = Field(default_factory=list, description="how what judged the baseline differs "
-                                          "from what judged this run (judge model, judge prompt, prompts version, "
-                                          "checklists): said before anything else")
-    failed: bool = Field(default=False, description="--bineval-fail-on-regression failed the session")
-    gate_option: str = Field(default="--bineval-fail-on-regression", description="the option that set the gate, "
-                             "as the gate's text names it: --bineval-fail-on-regression (a pytest run) or bineval "
-                             "report --fail-on-regression (the gate of a report file)")
-
-    def changes(self, kind: ChangeKind) -> list[tuple[EvaluationDiff, QuestionChange]]:
-        """The changes of ``kind``, except those of slightly edited questions (:meth:`edited_changes`)."""
-        return [(d, c) for d in self.compared for c in d.changes if c.kind == kind and c.edited_from is None]
-
-    def edited_changes(self) -> list[tuple[EvaluationDiff, QuestionChange]]:
-        """Answers that changed on questions matched by id after a small edit: shown apart, not gated."""
-        return [(d, c) for d in self.compared for c in d.changes if c.edited_from is not None]
-
-    def regressed(self) -> list[tuple[EvaluationDiff, ScoreChange]]:
-        """Dimensions whose drop is beyond the tolerance and significant at alpha (REGRESSED)."""
-        return [(d, s) for d, s in self.score_drops() if s.regressed]
-
-    def score_drops(self) -> list[tuple[EvaluationDiff, ScoreChange]]:
-        """Dimension scores that fell by more than the tolerance."""
-        return [(d, s) for d in self.compared for s in d.scores
-                if s.delta is not None and s.delta < -self.tolerance - 1e-9]
-
-    def questions_unmatched(self) -> int:
-        """Questions of compared evaluations found in one run only (by id or text)."""
-        return sum(len(d.questions_added) + len(d.questions_removed) for d in self.compared)
-
-    def fail_reason(self) -> str | None:
-        """Why the gate (``--bineval-fail-on-regression``, or ``bineval report --fail-on-regression``: the
-        :attr:`gate_option` named at the end) fails this run, or None: :meth:`gate_text` and the option."""
-        text = self.gate_text()
-        if text is None:
-            return None
-        return f"{text} ({self.gate_option}{'=any' if self.fail_on == 'any' else ''})"
-
-    def gate_text(self) -> str | None:
-        """What the gate fails this run for, without the option, or None: significant regressions of dimensions,
-        or with ``fail_on="any"`` any regression flip or score drop beyond the tolerance."""
-        if self.fail_on != "any":
-            n = len(self.regressed())
-            if not n:
-                return None
-            return (f"{n} dimension{'s' if n != 1 else ''} regressed significantly (p < {self.alpha:g}) vs baseline "
-                    f"{self.baseline}")
-        parts = []
-        if n := len(self.changes("regression")):
-            parts.append(f"{n} regression{'s' if n != 1 else ''}")
-        if n := len(self.score_drops()):
-            parts.append(f"{n} score drop{'s' if n != 1 else ''} beyond tolerance {self.tolerance:.2f}")
-        if not parts:
-            return None
-        return f"{' and '.join(parts)} vs baseline {self.baseline}"
-
-
-class UnstableQuestion(BaseModel):
-    """A question whose repeats got both answers (``--bineval-repeats``), or whose asks split without deciding
-    (``--bineval-confirm``): its verdict is not reproducible."""
-
-    key: str = Field(description="the evaluation's EvaluationRecord.key")
-    dimension: str
-    question_id: str
-    question: str
-    answers: list[Answer]
-    agreement: float | None
-
-    @classmethod
-    def of(cls, records: Iterable[EvaluationRecord]) -> list[UnstableQuestion]:
-        return [cls(key=r.key, dimension=v.dimension, question_id=v.question_id, question=v.question,
-                    answers=v.asks, agreement=v.agreement) for r in records for v in r.unstable()]
-
-
-class ConfirmationSummary(BaseModel):
-    """What ``--bineval-confirm K`` did and cost, next to what ``--bineval-repeats K+1`` would have asked."""
-
-    rounds: int = Field(description="K: re-asks allowed per question (--bineval-confirm)")
-    level: float = Field(description="confidence level of the Wilson interval that stops the re-asks")
-    questions: int = Field(description="questions the judge answered (first asks; code checks not counted)")
-    reasked: int = Field(description="of them, questions re-asked (answered no, or P(yes) near 0.5)")
-    reasks: int = Field(description="re-asks made (cache hits included)")
-    decided: int = Field(default=0, description="re-asked questions whose interval ended on one side of 0.5")
-    unstable: int = Field(default=0, description="re-asked questions whose asks split without deciding")
-    requests: int = Field(description="requests the re-asks sent (cache hits not counted), failed ones included")
-    cache_hits: int = Field(default=0, description="re-asks answered from the reply cache")
-    asks: int = Field(description="asks in all: questions + reasks")
-    repeats_asks: int = Field(description="asks --bineval-repeats K+1 would have made: questions x (K + 1)")
-
-    @classmethod
-    def of(cls, rounds: int, level: float, cost: ConfirmCost,
-           records: Iterable[EvaluationRecord] = ()) -> ConfirmationSummary:
-        confirmed = [v.confirmation for r in records for v in r.verdicts if v.confirmation is not None]
-        return cls(rounds=rounds, level=level, questions=cost.questions, reasked=cost.reasked, reasks=cost.reasks,
-                   decided=sum(c.decided for c in confirmed), unstable=sum(c.unstable for c in confirmed),
-                   requests=cost.usage.llm_calls, cache_hits=cost.usage.cache_hits,
-                   asks=cost.questions + cost.reasks, repeats_asks=cost.questions * (rounds + 1))
-
-
-class UnscoredTest(BaseModel):
-    """A test that errored before any evaluation of it was recorded: no task, no checklist (its generation
-    failed), a pin error under ``--bineval-strict``, a usage error. It has no record, yet it is no pass."""
-
-    test: str = Field(description="pytest node id")
-    error: str = Field(description="the exception type")
-    message: str = Field(default="", description=f"what it said (redacted, first {UNSCORED_MESSAGE} characters)")
-
-    @classmethod
-    def build(cls, test: str, error: str, message: str) -> UnscoredTest:
-        return cls(test=test, error=error, message=clean(message)[:UNSCORED_MESSAGE])
 
 
 class Totals(BaseModel):
@@ -472,6 +89,14 @@ class Totals(BaseModel):
     new_judge_errors: int = Field(default=0, description="vs the baseline: answers that became judge errors")
     score_drops: int = Field(default=0, description="vs the baseline: dimension scores down by more than the "
                                                     "tolerance")
+    regressed_cases: int = Field(default=0, description="vs the baseline: evaluations with a confirmed regression")
+    confirmed_flips: int = Field(default=0, description="vs the baseline: yes -> no flips confirmed by re-asking (or "
+                                                        "decided by a code check)")
+    noise_flips: int = Field(default=0, description="vs the baseline: yes -> no flips that re-asking did not keep, or "
+                                                    "whose judge input had not changed")
+    unsettled_flips: int = Field(default=0, description="vs the baseline: yes -> no flips that could not be confirmed "
+                                                        "(no judge, a cut text) or got a judge error on re-asking")
+    regressed_dimensions: int = Field(default=0, description="vs the baseline: dimensions regressed across the suite")
     check_counts = model_validator(mode="after")(no_impossible_counts)  # negative or absurd counts: no report
 
     @classmethod
@@ -518,17 +143,12 @@ class Totals(BaseModel):
         """The totals of a comparison with a baseline (regressions, fixes, ...)."""
         return {"regressions": len(diff.changes("regression")), "unstable_flips": len(diff.changes("unstable flip")),
                 "fixes": len(diff.changes("fix")), "new_judge_errors": len(diff.changes("judge error")),
-                "score_drops": len(diff.score_drops())}
+                "score_drops": len(diff.score_drops()), "regressed_cases": len(diff.regressed_cases()),
+                "confirmed_flips": len(diff.flips("confirmed", "code check")),
+                "noise_flips": len(diff.flips("unstable", "same input")),
+                "unsettled_flips": len(diff.flips("unconfirmed", "error", "pending")),
+                "regressed_dimensions": len(diff.regressed_dimensions())}
 
-
-def pin_key(rec: EvaluationRecord) -> tuple[str, ...]:
-    """Which pin entry a record's checklist would be: one per test function (its parameters share the pin file)
-    and task; criteria written per question (qworld) are one entry per question."""
-    base = rec.test.split("[", 1)[0]
-    dims = tuple(sorted({q.dimension for q in rec.questions}))
-    if rec.strategy == "bineval":
-        return (base, rec.task, rec.strategy, *dims)
-    return (base, rec.task, rec.strategy, *dims, *sorted(q.text for q in rec.questions))
 
 
 class ReportSettings(BaseModel):
@@ -573,32 +193,6 @@ class ChecklistGeneration(BaseModel):
     generated: int = Field(default=0, description="checklists generated (not read from a pinned file)")
     usage: Usage = Field(default_factory=Usage)
 
-
-class JudgedBy(BaseModel):
-    """What judged a run: the judge model(s), the judge prompt and the prompts' version, and the checklist of each
-    evaluation. A baseline judged otherwise is compared all the same, but its answers may differ because the judge
-    did: every output says so first (:func:`pytest_bineval.baseline.judge_differences`)."""
-
-    model: str = Field(default="", description="the run's judge model (--bineval-model)")
-    models: list[str] = Field(default_factory=list, description="every judge model the run's evaluations used (an "
-                              "assertion may name its own), sorted")
-    prompt_version: str = Field(default="", description="version of the packaged prompts (prompts/VERSION)")
-    judge_prompt: str = Field(default="", description="the judge prompt: 'judge.md (packaged)' or the file of "
-                              "--bineval-judge-prompt")
-    judge_prompt_digest: str = Field(default="", description="sha256 of the judge prompt's turns, as sent")
-    stream: str = Field(default="", description="--bineval-stream: auto (a hosted judge answers in one streamed "
-                        "request, its prompt ending with the turn that asks for the answer and the explanation) or "
-                        "off (two requests)")
-    checklists: dict[str, str] = Field(default_factory=dict, description="evaluation key -> digest of the questions "
-                                       "it was judged with (questions_digest; none for a record without them)")
-
-    @classmethod
-    def of_records(cls, records: Iterable[EvaluationRecord], *, model: str = "", prompt_version: str = "",
-                   judge_prompt: str = "", judge_prompt_digest: str = "", stream: str = "") -> JudgedBy:
-        recs = list(records)
-        return cls(model=model, models=sorted({r.model for r in recs if r.model}), prompt_version=prompt_version,
-                   judge_prompt=judge_prompt, judge_prompt_digest=judge_prompt_digest, stream=stream,
-                   checklists={r.key: questions_digest(r.questions) for r in recs if r.questions})
 
 
 PinActionKind = Literal["created", "rewritten", "listed", "kept"]
@@ -656,6 +250,9 @@ class ReportDocument(BaseModel):
                                   "pin entry created, rewritten, listed (a test added) or kept because edited by hand")
     confirmation: ConfirmationSummary | None = Field(
         default=None, description="--bineval-confirm: what it re-asked and cost (its requests are in the totals)")
+    calibration: Calibration | None = Field(
+        default=None, description="--bineval-labels: the run's verdicts against people's labels (agreement, kappa, "
+                                  "TPR, TNR per dimension and question; stale labels; the gate's trust)")
 
     def compared_with(self, diff: RegressionReport) -> ReportDocument:
         """This document holding ``diff`` (this run against a baseline) as its comparison, its totals counting it."""
@@ -788,6 +385,19 @@ class ReportDocument(BaseModel):
             verdicts=verdicts, output=output, output_digest=text_digest(output) if output else "",
             source=old.get("source"), usage=Usage.model_validate(old.get("usage") or {}),
         )
+
+
+def diff_reports(current: ReportDocument, baseline: ReportDocument, label: str = "baseline", *,
+                 tolerance: float = 0.0, alpha: float | None = None, fail_on: FailOn = "significant",
+                 ) -> RegressionReport:
+    """This report against a baseline report, question by question (:func:`~.comparison.diff_runs`: yes -> no of a
+    stable question is a regression, no -> yes a fix, a flip of an unstable one apart); a dimension score that fell
+    by more than ``tolerance`` is a score drop. The tests ``current`` ran and collected tell a baseline test that
+    was not run from one that was removed; what judged each run is compared too."""
+    return diff_runs(baseline.evaluations, current.evaluations, baseline=label, tolerance=tolerance,
+                     created=baseline.created, generator=baseline.generator,
+                     alpha=DEFAULT_ALPHA if alpha is None else alpha, fail_on=fail_on, ran=current.ran_tests,
+                     collected=current.collected_tests, judged=(baseline.judge(), current.judge()))
 
 
 # -- reading a report file: what is wrong, and where --------------------------------------------------------------
