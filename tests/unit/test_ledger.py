@@ -90,7 +90,8 @@ def test_every_field_survives_serialisation_the_per_test_relay_and_the_merge() -
         assert getattr(merged, f.name) not in (getattr(a, f.name), getattr(b, f.name)), f.name
 
     # the entries of single tests, sent test by test (a field of a test's own is added here, on purpose)
-    assert {f.name for f in fields(RunLedger) if per_test(f)} == {"records", "unscored", "failed_tests", "ran_tests"}
+    assert {f.name for f in fields(RunLedger) if per_test(f)} == {"records", "unscored", "failed_tests", "ran_tests",
+                                                                        "kept_inputs"}
     # the relay: worker w reports test one twice (a re-run: the last attempt counts), then test two, and ends
     # without sending its ledger (Ctrl-C, a crash)
     worker, first, one, two = _ledger("w", 5), _ledger("first-attempt", 7), _ledger("one", 3), _ledger("two", 4)

@@ -114,7 +114,7 @@ def test_lint_finds_the_planted_bad_questions_and_changes_nothing(tmp_path: Path
     assert f"{report}: task 'Summarize the article.' [fluency] CONSTANT: 'Is the article on Fluency?': answered no" \
         in out
     assert f"{report}: task 'Summarize the article.' [consistency] CONSTANT: 'Does the summary name the city" in out
-    assert "FEW QUESTIONS" in out and "checklist of" not in out  # the report's checklists are the pinned one's
+    assert "FEW QUESTIONS" not in out and "checklist of" not in out  # no per-evaluation size check (the gate pools)
     assert out.splitlines()[-1].startswith("bineval lint: ") and "nothing was changed" in out
     kinds = [f["kind"] for f in json.loads(out_json.read_text())["findings"]]
     assert kinds.count("vague") == 1 and kinds.count("duplicate") == 1 and "constant" in kinds
