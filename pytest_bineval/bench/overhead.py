@@ -5,9 +5,9 @@ In one run and one process tree, against an instant fake OpenAI-compatible serve
 ``--tests`` parametrized tests each make ``--questions`` chat-completion requests (the judge's own prompts: the
 floors post the messages pytest-bineval sends, rendered beforehand), run as:
 
-- **httpx** (the floor): a plain pytest test (``-p no:bineval``) posting them one after the other with one
-  ``httpx.Client`` kept for the module, each reply decoded;
-- **litellm**: the same with ``litellm.completion`` (not streamed), what a plain litellm call costs;
+- **httpx** (the floor): a plain pytest test (``-p no:bineval``) posting them at once (``asyncio.gather``) with one
+  ``httpx.AsyncClient`` and one event loop kept for the module, each reply decoded;
+- **litellm**: the same with ``litellm.acompletion`` (not streamed), what a plain litellm call costs;
 - **pytest-bineval**, ``--bineval-stream auto`` and ``off``: ``assert_passes`` with a pinned checklist of those
   questions, ``--bineval-cache off`` (every question is a request), each test's output its own (as in a suite: no
   per-text memo serves another test).
@@ -59,30 +59,41 @@ class Variant:
 
 
 VARIANTS = (
-    Variant("httpx", "a plain pytest test posting them with httpx (the floor)", plugin=False),
-    Variant("litellm", "the same with `litellm.completion` (not streamed)", plugin=False),
+    Variant("httpx", "a plain pytest test posting them at once with one `httpx.AsyncClient` (the floor)",
+            plugin=False),
+    Variant("litellm", "the same with `litellm.acompletion` (not streamed)", plugin=False),
     Variant("bineval-stream", "pytest-bineval, `--bineval-stream auto` (one streamed request per question)",
             plugin=True, stream="auto"),
     Variant("bineval-two", "pytest-bineval, `--bineval-stream off`", plugin=True, stream="off"),
 )
 
 _FLOOR_HTTPX = '''
+import asyncio
 import json
 import httpx
 import pytest
 
 REQUESTS = json.loads({requests!r})
-client = httpx.Client(timeout=60)
+loop = asyncio.new_event_loop()
+client = httpx.AsyncClient(timeout=60)
+
+
+async def ask(body):
+    reply = await client.post({url!r}, json=body, headers={{"Authorization": "Bearer sk-overhead"}})
+    assert json.loads(reply.content)["choices"][0]["message"]["content"]
+
+
+async def ask_all():
+    await asyncio.gather(*(ask(body) for body in REQUESTS))
 
 
 @pytest.mark.parametrize("i", range({tests}))
 def test_floor(i):
-    for body in REQUESTS:
-        reply = client.post({url!r}, json=body, headers={{"Authorization": "Bearer sk-overhead"}})
-        assert json.loads(reply.content)["choices"][0]["message"]["content"]
+    loop.run_until_complete(ask_all())
 '''
 
 _FLOOR_LITELLM = '''
+import asyncio
 import json
 import os
 
@@ -91,15 +102,23 @@ import litellm  # noqa: E402
 import pytest  # noqa: E402
 
 REQUESTS = json.loads({requests!r})
+loop = asyncio.new_event_loop()
+
+
+async def ask(body):
+    reply = await litellm.acompletion(model="openai/" + body["model"], messages=body["messages"],
+                                      max_tokens=body["max_tokens"], temperature=body["temperature"],
+                                      api_base={base!r}, api_key="sk-overhead")
+    assert reply.choices[0].message.content
+
+
+async def ask_all():
+    await asyncio.gather(*(ask(body) for body in REQUESTS))
 
 
 @pytest.mark.parametrize("i", range({tests}))
 def test_floor(i):
-    for body in REQUESTS:
-        reply = litellm.completion(model="openai/" + body["model"], messages=body["messages"],
-                                   max_tokens=body["max_tokens"], temperature=body["temperature"],
-                                   api_base={base!r}, api_key="sk-overhead")
-        assert reply.choices[0].message.content
+    loop.run_until_complete(ask_all())
 '''
 
 _CONFTEST = '''

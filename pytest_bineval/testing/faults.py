@@ -14,7 +14,8 @@ events). ``streams=False`` makes a server that cannot stream: it answers a strea
 (:attr:`FaultServer.streams_cut`).
 
 It records every request it receives, so a test can compare the number of requests the server saw with the
-number the plugin counted, and counts the connections it accepted (:attr:`FaultServer.connections`). The fault
+number the plugin counted, and counts the connections it accepted (:attr:`FaultServer.connections`) and those still
+open (:attr:`FaultServer.open_connections`: a client that closes its pool at its end leaves none). The fault
 matrix (:mod:`pytest_bineval.bench.reliability`) and the tests use it; nothing in it reaches a network beyond the
 loopback interface.
 """
@@ -179,6 +180,7 @@ class FaultServer:
         self.received: list[Received] = []
         self.streamed = 0  # requests answered with a stream
         self.connections = 0  # TCP connections accepted (a client that keeps its connections alive makes few)
+        self.open_connections = 0  # of them, not yet closed (by the client, or by the server at its end)
         self.streams_cut = 0  # of them, streams the client closed before their end
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -245,6 +247,14 @@ def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
             super().setup()
             with server._lock:
                 server.connections += 1
+                server.open_connections += 1
+
+        def finish(self) -> None:
+            try:
+                super().finish()
+            finally:
+                with server._lock:
+                    server.open_connections -= 1
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):

@@ -323,3 +323,55 @@ def test_the_first_request_of_a_process_does_no_set_up(tmp_path: Path, provider:
     assert result["answers"] == ["yes", "yes"]
     assert result["imported"] and all(not modules for modules in result["imported"]), result["imported"]
     assert result["litellm"] == (provider == "anthropic")
+
+
+# -- a pytest run: one client for every test of a process, closed at the end of the run ------------------------------
+
+POOLED_TESTS = '''
+import pytest
+from pytest_bineval import Checklist, Question, assert_passes
+
+CHECKLIST = Checklist(task="T", dimensions={"consistency": "D"}, questions=[
+    Question(id=f"consistency-{i}", dimension="consistency", text=f"Is check {i} met?") for i in (1, 2)])
+
+
+@pytest.mark.parametrize("i", range(10))
+def test_summary(i):
+    assert_passes(f"summary {i}", checklist=CHECKLIST, source="the article")
+'''
+
+
+@pytest.mark.parametrize("stream", ["auto", "off"])
+@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "2"]], ids=["one process", "xdist -n 2"])
+def test_a_run_reuses_one_pool_across_its_tests_and_closes_it_at_the_end(pytester: pytest.Pytester, stream: str,
+                                                                          workers: list[str]) -> None:
+    """10 parametrized tests x 2 questions: the requests that are not streamed go over at most 2 connections per
+    process (the 2 questions asked at once), not one per request or per test; none is left open when the run is
+    over."""
+    from pytest_bineval.testing.faults import wait_until
+
+    with FaultServer(_yes) as server:
+        pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+        pytester.makepyfile(test_pooled=POOLED_TESTS)
+        # one process: in this one, so that a client left open at the end of the run would be seen open
+        run = pytester.runpytest_subprocess if workers else pytester.runpytest
+        result = run(
+            "--bineval-model=openai/fault", f"--bineval-api-base={server.base_url}", "--bineval-cache=off",
+            f"--bineval-stream={stream}", "--bineval-github=off", "-p", "no:randomly", *workers,
+            "--bineval-report=report.json")
+        result.assert_outcomes(passed=10)
+        processes = 2 if workers else 1
+        requests = server.requests
+        assert 20 <= requests <= 20 + processes  # the questions, and at most a stream probe per process
+        # the fake server ends a streamed reply by closing its connection (its body has no length), and a stream
+        # the client closes after the answer cannot be reused either: each costs its connection; every other
+        # request is served by the pool
+        streamed = server.streamed
+        if stream == "auto":
+            assert streamed >= 20 - processes
+        else:
+            assert streamed == 0
+        assert server.connections - streamed <= 2 * processes, (server.connections, streamed)
+        assert wait_until(lambda: server.open_connections == 0, timeout=10), server.open_connections
+        report = json.loads((pytester.path / "report.json").read_text(encoding="utf-8"))
+        assert report["totals"]["llm_calls"] == requests  # requests counted = requests seen
