@@ -221,6 +221,7 @@ class Run:
     per_test_s: float  # after the first test, per further test
     wall_s: float
     requests_seen: int
+    streamed: int  # of them, answered as a stream
 
 
 def run_once(root: Path, variant: Variant, tests: int, n_questions: int) -> Run:
@@ -237,7 +238,7 @@ def run_once(root: Path, variant: Variant, tests: int, n_questions: int) -> Run:
         wall = time.perf_counter() - started
         cpu = _children_cpu() - before
         time.sleep(0.05)
-        seen = server.requests
+        seen, streamed = server.requests, server.streamed
     if proc.returncode != 0:
         raise RuntimeError(f"{variant.name} ({tests} tests) exited {proc.returncode}:\n"
                            + "\n".join((proc.stdout + proc.stderr).splitlines()[-30:]))
@@ -245,11 +246,14 @@ def run_once(root: Path, variant: Variant, tests: int, n_questions: int) -> Run:
     expected = tests * n_questions
     if not expected <= seen <= expected + 2:
         raise RuntimeError(f"{variant.name} ({tests} tests): the server saw {seen} requests, expected {expected}")
+    # the stream on: every question streamed (a probe aside); off, and the floors: none
+    if (streamed < expected - 1) if variant.stream == "auto" and variant.plugin else streamed:
+        raise RuntimeError(f"{variant.name}: {streamed} of {seen} requests were streamed")
     marks = json.loads((root / "cpu.json").read_text(encoding="utf-8"))
     if marks["tests"] != tests:
         raise RuntimeError(f"{variant.name}: {marks['tests']} tests ran, not {tests}")
     per_test = (marks["after_last"] - marks["after_first"]) / (tests - 1)
-    return Run(tests, cpu, per_test, wall, seen)
+    return Run(tests, cpu, per_test, wall, seen, streamed)
 
 
 def measure_overhead(tests: int = 200, n_questions: int = 8, repeats: int = 3,
@@ -266,7 +270,8 @@ def measure_overhead(tests: int = 200, n_questions: int = 8, repeats: int = 3,
                 rounds[variant.name].append({
                     "cpu_ms_per_test": run.per_test_s * 1000,
                     "startup_cpu_s": run.cpu_s - run.per_test_s * (tests - 1),
-                    "cpu_s": run.cpu_s, "wall_s": run.wall_s, "requests": run.requests_seen})
+                    "cpu_s": run.cpu_s, "wall_s": run.wall_s, "requests": run.requests_seen,
+                    "streamed": run.streamed})
                 if not quiet:
                     print(f"round {r + 1}/{repeats} {variant.name}: {run.per_test_s * 1000:.1f} ms CPU per test "
                           f"({run.cpu_s:.1f} s CPU, {run.wall_s:.1f} s wall for {tests} tests)", file=sys.stderr)

@@ -145,3 +145,28 @@ def test_one_client_serves_the_run_and_the_refused_form_is_remembered(llama_serv
     second = run("Lyon built a bridge for 40 million euros.")  # new outputs: every question is asked again
     assert (second.llm_calls, second.failed_requests, second.cache_hits) == (6, 0, 0)
     assert second.structured_output == {f"openai/{ALIAS}": "json_object"}
+
+
+def test_the_direct_path_and_litellm_give_the_same_verdicts(llama_server: str) -> None:
+    """The same questions through the direct path (``openai/<alias>``: a model litellm does not know, over the
+    engine's pooled httpx client) and through litellm (``hosted_vllm/<alias>``: a provider the direct path never
+    takes, over litellm's own HTTP client), at temperature 0 against the same server: the same verdicts, every
+    request counted on both."""
+    def judge(model: str) -> tuple[list[str], Engine]:
+        engine = Engine(Settings(model=model, api_base=llama_server, cache="off", concurrency=1, timeout=120.0,
+                                 stream="off", temperature=0.0))
+        try:
+            outputs = ["Lyon opened a 40 million euro bridge.", "Paris built a tunnel in 2020."]
+            answers = [v.answer for text in outputs for v in engine.evaluate(text, CHECKLIST, ARTICLE).verdicts]
+        finally:
+            engine.close()
+        return answers, engine
+
+    direct, engine = judge(f"openai/{ALIAS}")
+    assert engine.http.made["httpx"] == 1  # the direct path: one pooled client
+    through_litellm, other = judge(f"hosted_vllm/{ALIAS}")
+    assert other.http.made.get("httpx", 0) == 0  # litellm's own client, not the direct path's
+    assert "error" not in direct and len(direct) == 6
+    assert through_litellm == direct
+    for e in (engine, other):
+        assert e.usage.llm_calls >= 6 and e.usage.prompt_tokens > 0
