@@ -67,49 +67,20 @@ VARIANTS = (
     Variant("bineval-two", "pytest-bineval, `--bineval-stream off`", plugin=True, stream="off"),
 )
 
-_FLOOR_HTTPX = '''
-import asyncio
-import json
-import httpx
-import pytest
-
-REQUESTS = json.loads({requests!r})
-loop = asyncio.new_event_loop()
-client = httpx.AsyncClient(timeout=60)
-
-
-async def ask(body):
-    reply = await client.post({url!r}, json=body, headers={{"Authorization": "Bearer sk-overhead"}})
-    assert json.loads(reply.content)["choices"][0]["message"]["content"]
-
-
-async def ask_all():
-    await asyncio.gather(*(ask(body) for body in REQUESTS))
-
-
-@pytest.mark.parametrize("i", range({tests}))
-def test_floor(i):
-    loop.run_until_complete(ask_all())
-'''
-
-_FLOOR_LITELLM = '''
+# A floor's test module: its set-up (``{setup}``: a client) and ``ask(body)`` (one request, its reply checked), then the
+# same 8 requests at once per test on one event loop kept for the module.
+_FLOOR = '''
 import asyncio
 import json
 import os
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-import litellm  # noqa: E402
-import pytest  # noqa: E402
-
+import pytest
+{setup}
 REQUESTS = json.loads({requests!r})
 loop = asyncio.new_event_loop()
 
 
-async def ask(body):
-    reply = await litellm.acompletion(model="openai/" + body["model"], messages=body["messages"],
-                                      max_tokens=body["max_tokens"], temperature=body["temperature"],
-                                      api_base={base!r}, api_key="sk-overhead")
-    assert reply.choices[0].message.content
+{ask}
 
 
 async def ask_all():
@@ -120,6 +91,25 @@ async def ask_all():
 def test_floor(i):
     loop.run_until_complete(ask_all())
 '''
+
+_HTTPX_SETUP = '''
+import httpx
+
+client = httpx.AsyncClient(timeout=60)
+'''
+_HTTPX_ASK = '''async def ask(body):
+    reply = await client.post({url!r}, json=body, headers={{"Authorization": "Bearer sk-overhead"}})
+    assert json.loads(reply.content)["choices"][0]["message"]["content"]'''
+
+_LITELLM_SETUP = '''
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import litellm
+'''
+_LITELLM_ASK = '''async def ask(body):
+    reply = await litellm.acompletion(model="openai/" + body["model"], messages=body["messages"],
+                                      max_tokens=body["max_tokens"], temperature=body["temperature"],
+                                      api_base={base!r}, api_key="sk-overhead")
+    assert reply.choices[0].message.content'''
 
 _CONFTEST = '''
 import json
@@ -184,9 +174,11 @@ def write_project(root: Path, variant: Variant, tests: int, n_questions: int, ba
     (root / "pytest.ini").write_text("\n".join(ini) + "\n", encoding="utf-8")
     requests = json.dumps(floor_requests(n_questions))
     if variant.name == "httpx":
-        text = _FLOOR_HTTPX.format(requests=requests, tests=tests, url=f"{base_url}/chat/completions")
+        text = _FLOOR.format(setup=_HTTPX_SETUP, ask=_HTTPX_ASK.format(url=f"{base_url}/chat/completions"),
+                             requests=requests, tests=tests)
     elif variant.name == "litellm":
-        text = _FLOOR_LITELLM.format(requests=requests, tests=tests, base=base_url)
+        text = _FLOOR.format(setup=_LITELLM_SETUP, ask=_LITELLM_ASK.format(base=base_url), requests=requests,
+                             tests=tests)
     else:
         text = _BINEVAL.format(task=TASK, questions=questions(n_questions), tests=tests, output=OUTPUT,
                                source=SOURCE)
