@@ -208,7 +208,7 @@ class FaultServer:
             return sum(self.answers(r.path) for r in self.received)
 
     def start(self) -> FaultServer:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        server = _Server(("127.0.0.1", 0), _handler(self))
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -234,6 +234,12 @@ class FaultServer:
         with self._lock:
             self.received.append(received)
             return sum(self.answers(r.path) for r in self.received) - 1
+
+
+class _Server(ThreadingHTTPServer):
+    # a backlog for many clients connecting at once (socketserver's default of 5 refuses connections when a suite's
+    # workers open tens at a time: failed requests the server never saw)
+    request_queue_size = 256
 
 
 def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:

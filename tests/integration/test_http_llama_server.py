@@ -100,8 +100,10 @@ def test_summary(summary):
 def test_assert_passes_through_the_plugin_then_from_the_cache(pytester: pytest.Pytester, llama_server: str) -> None:
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_real=PROJECT)
+    # a generous timeout: on a loaded machine the server answers its queued requests one by one, and a request
+    # that waits past the default 120 s is retried (one more request than the count below)
     args = [f"--bineval-model=openai/{ALIAS}", f"--bineval-api-base={llama_server}", "--bineval-concurrency=3",
-            "--bineval-cache-dir=cache"]
+            "--bineval-cache-dir=cache", "--bineval-timeout=900"]
     first = pytester.runpytest_subprocess(*args, "--bineval-report=first.json", timeout=600)
     first.assert_outcomes(passed=2)
     first.stdout.fnmatch_lines([f"judge openai/{ALIAS}: structured output (json_schema) not supported, using "
