@@ -226,6 +226,29 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def calibration_markdown(cal: Calibration) -> list[str]:
+    """The section of the PR comment and the job summary for a run with ``--bineval-labels``: how far the judge
+    agrees with the team's labels per dimension, and which dimensions the gate did not trust."""
+    lines = ["### The judge against your labels", "",
+             f"`{cal.labels_file}`: {counts_text(cal)}.", ""]
+    if cal.dimensions:
+        rows = [[d.dimension, *_cells(d.stats)] for d in cal.dimensions]
+        lines += [*markdown_table(("dimension", *HEAD), rows), ""]
+    else:
+        lines += ["No label speaks of a verdict of this run.", ""]
+    if cal.disagreements:
+        lines.append(f"{len(cal.disagreements)} verdict(s) disagree with their label (`bineval calibrate REPORT.json "
+                     f"--labels {cal.labels_file}` lists them with the judge's explanations).")
+    if cal.trust_kappa is not None:
+        if cal.untrusted:
+            named = "; ".join(f"{name} ({why})" for name, why in cal.untrusted.items())
+            lines.append(f"**The gate trusts only dimensions with kappa >= {cal.trust_kappa:.2f}** "
+                         f"(`--bineval-trust-kappa`); not trusted, shown but never failing: {named}.")
+        else:
+            lines.append(f"Every dimension has kappa >= {cal.trust_kappa:.2f} (`--bineval-trust-kappa`).")
+    return [show_controls(line) for line in lines]
+
+
 SHOWN = 10  # disagreements listed in a run's summary
 
 

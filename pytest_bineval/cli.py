@@ -318,7 +318,7 @@ def _github_outputs(args: argparse.Namespace, document: ReportDocument) -> None:
     if env.summary_path:
         append_summary(env.summary_path, step_summary(
             document.evaluations, document.totals, document.regressions, document.failed_tests,
-            partial=document.partial_reason if document.partial else None))
+            partial=document.partial_reason if document.partial else None, calibration=document.calibration))
     for line in workflow_commands(document.evaluations, document.regressions, rootdir=str(Path(args.rootdir).resolve()),
                                   workspace=env.workspace, failed_tests=document.failed_tests):
         print(line)
@@ -327,7 +327,8 @@ def _github_outputs(args: argparse.Namespace, document: ReportDocument) -> None:
 def cmd_report_merge(args: argparse.Namespace) -> int:
     """``bineval report merge SHARD.json... -o MERGED.json``: exit 0 when merged (a partial one too, said on
     stderr), 2 when the shards cannot be one run (nothing written)."""
-    from .report.shards import merge_reports
+    from .report.shards import load_shards, merge_shards
+    from .trust import merged_calibration
 
     output = Path(args.output)
     for shard in args.shards:
@@ -335,7 +336,13 @@ def cmd_report_merge(args: argparse.Namespace) -> int:
                                                           and output.samefile(shard)):  # a link to it too
             raise UsageError(f"{shard} is both a shard report and the output (-o): the merge would overwrite a shard; "
                              "write the merged report to another file (e.g. -o bineval-merged.json)")
-    document = merge_reports(args.shards, expect=args.expect)
+    shards = load_shards(args.shards)
+    document = merge_shards(shards, expect=args.expect)
+    calibration, note = merged_calibration([s.document.calibration for s in shards if s.document.calibration],
+                                           document.evaluations, Path.cwd())
+    if calibration is not None or note is not None:
+        document = document.model_copy(update={"calibration": calibration,
+                                               "notes": [*document.notes, *([note] if note else [])]})
     document.write(args.output)
     t = document.totals
     print(f"wrote {Path(args.output).resolve()}: {_count(len(args.shards), 'shard report')}, "

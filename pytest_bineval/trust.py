@@ -87,3 +87,30 @@ class RunLabels:
         if regressions is None:
             return calibration, None
         return calibration, consult(regressions, untrusted, gating=gating)
+
+
+def merged_calibration(calibrations: Sequence[Calibration], records: Sequence[EvaluationRecord],
+                       rootpath: Path) -> tuple[Calibration | None, str | None]:
+    """The calibration of shards' merged ``records`` (``bineval report merge``), recomputed from the labels file
+    the shards were calibrated against (a relative path is relative to ``rootpath``), with their trust bar; and a
+    note when it cannot be (shards with different labels files or trust bars, a labels file not found here).
+
+    A shard's calibration speaks of its own tests only, and kappa is not additive: the merged one is computed again
+    over every shard's verdicts, so that the merged report's gate trusts what the whole suite shows."""
+    if not calibrations:
+        return None, None
+    files = sorted({c.labels_file for c in calibrations})
+    bars = sorted({c.trust_kappa for c in calibrations}, key=lambda k: -1.0 if k is None else k)
+    if len(files) > 1 or len(bars) > 1:
+        return None, ("bineval: the shards were calibrated against different labels files or trust bars ("
+                      f"{', '.join(files)}; --bineval-trust-kappa {', '.join(str(b) for b in bars)}): the merged "
+                      "report has no calibration and its gate trusts every dimension")
+    path, bar = files[0], bars[0]
+    try:
+        labels = read_labels(rootpath / path)
+    except (UsageError, OSError) as exc:
+        return None, (f"bineval: the shards' labels file {path} cannot be read here ({exc}): the merged report has "
+                      "no calibration and its gate trusts every dimension; run bineval report merge where the "
+                      "labels file is, or bineval calibrate MERGED.json --labels FILE")
+    calibration, _ = RunLabels(path, labels, bar).judge(records, None, gating=False)
+    return calibration, None

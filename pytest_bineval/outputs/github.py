@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 from ..models import cost_text
 from ..report.comparison import EvaluationDiff, RegressionReport
@@ -19,6 +20,9 @@ from ..report.document import Totals
 from ..report.record import EvaluationRecord, Location
 from ..untrusted import show_controls
 from .terminal import flip_note, score_line
+
+if TYPE_CHECKING:
+    from ..calibrate import Calibration
 
 
 # -- workflow commands ---------------------------------------------------------------------------------------
@@ -174,7 +178,8 @@ def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]
 
 
 def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regressions: RegressionReport | None = None,
-                 failed_tests: Collection[str] | None = None, *, partial: str | None = None) -> str:
+                 failed_tests: Collection[str] | None = None, *, partial: str | None = None,
+                 calibration: Calibration | None = None) -> str:
     """The markdown job summary: a headline, each failing or regressed evaluation (scores vs thresholds,
     failing questions with explanations, changes against the baseline), the run's totals. ``failed_tests``: as
     for :func:`workflow_commands`."""
@@ -223,6 +228,10 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
         out += [f"- {md(r.key)} \\[{md(v.dimension)}\\] {md(v.question)}: {v.asks.count('yes')} of "
                 f"{len(v.asks)} yes" for r, v in unstable]
         out.append("")
+    if calibration is not None:
+        from ..calibrate import calibration_markdown
+
+        out += [*calibration_markdown(calibration), ""]
     cost = cost_text(totals.cost_usd, totals.unpriced_requests)
     out += [
         "### Totals",

@@ -52,7 +52,8 @@ class GithubActions:
         from .github import append_summary, step_summary
 
         text = step_summary(document.evaluations, document.totals, document.regressions, document.failed_tests,
-                            partial=document.partial_reason if document.partial else None)
+                            partial=document.partial_reason if document.partial else None,
+                            calibration=document.calibration)
         summary_path = self.env.summary_path
         write_output(config, "GitHub job summary", summary_path, lambda _: append_summary(summary_path, text),
                      fail=False)

@@ -277,6 +277,10 @@ def render(document: ReportDocument) -> str:
         out += ["", "### Judge errors", "", "Questions the judge gave no answer to: their tests error.", ""]
         out += _table(["test", "dimension", "question", "cause"],
                       [[_code(k), md(dim), md(q), md(cause) or "-"] for k, dim, q, cause in errors])
+    if document.calibration is not None:
+        from ..calibrate import calibration_markdown
+
+        out += ["", *calibration_markdown(document.calibration)]
     out += ["", "### What the run cost", ""]
     cost = "unknown" if t.cost_usd is None else f"${t.cost_usd:.4f}"
     if t.unpriced_requests and t.cost_usd is not None:

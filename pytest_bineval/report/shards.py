@@ -137,7 +137,3 @@ def merge_shards(shards: Sequence[Shard], *, expect: int | None = None) -> Repor
                            optimize=optimize or None, judged_by=judged_by,
                            confirm=(confirmed[0].rounds, confirmed[0].level) if confirmed else None)
 
-
-def merge_reports(paths: Sequence[str | os.PathLike[str]], *, expect: int | None = None) -> ReportDocument:
-    """:func:`merge_shards` of the report files ``paths``."""
-    return merge_shards(load_shards(paths), expect=expect)

@@ -118,10 +118,14 @@ def test_the_gate_acts_on_a_trusted_dimension(pytester: pytest.Pytester) -> None
 
 
 @pytest.mark.parametrize("xdist", MODES)
-def test_the_gate_does_not_act_on_a_dimension_it_does_not_trust(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_the_gate_does_not_act_on_a_dimension_it_does_not_trust(pytester: pytest.Pytester, xdist: list[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     baseline_and_labels(pytester, {C1: "yes"})  # people say the judge's two "no" are wrong: kappa 0
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
     result = run(pytester, xdist, "--bineval-labels", "labels.jsonl", "--bineval-trust-kappa", "0.6",
-                 "--bineval-baseline", "base.json", "--bineval-fail-on-regression=any", "--bineval-report", "r.json")
+                 "--bineval-baseline", "base.json", "--bineval-fail-on-regression=any", "--bineval-report", "r.json",
+                 "--bineval-pr-comment", "pr.md")
     assert result.ret == 0
     result.stdout.fnmatch_lines([
         "REGRESSION test_suite.py::test_summary[[]0] [[]consistency] *: yes -> no*",
@@ -133,6 +137,14 @@ def test_the_gate_does_not_act_on_a_dimension_it_does_not_trust(pytester: pytest
     assert document.regressions is not None and not document.regressions.failed
     assert set(document.regressions.untrusted) == {"consistency", "fluency"}
     assert document.totals.regressions == 2  # shown and counted, not gated
+    # the PR comment and the job summary say how far the judge agrees with the labels, and what the gate left out
+    for name in ("pr.md", "summary.md"):
+        text = (pytester.path / name).read_text()
+        assert "### The judge against your labels" in text, name
+        assert "`labels.jsonl`: 8 labels: 8 used" in text, name
+        assert "| consistency | 8 " in text, name
+        assert ("**The gate trusts only dimensions with kappa >= 0.60** (`--bineval-trust-kappa`); not trusted, shown "
+                "but never failing: consistency (kappa 0.00 < 0.60 on 8 labels); fluency (no usable label).") in text
     # the report's own trust decision holds when the report is gated again against the baseline
     assert main(["report", "r.json", "--baseline", "base.json", "--fail-on-regression=any"]) == 0
     assert main(["report", "now.json", "--baseline", "base.json", "--fail-on-regression=any"]) == 1

@@ -227,3 +227,34 @@ def test_label_candidates_spread_over_outputs() -> None:
     assert len(picked) == 8 and len({r.key for r, _ in picked}) == 4
     assert candidates(records, [], seed=1, per_output=2, limit=8) == picked  # the seed decides
     assert {v.dimension for _, v in candidates(records, [], dimension="fluency")} == {"fluency"}
+
+
+def test_report_merge_calibrates_the_merged_shards_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A shard's calibration speaks of its own tests (kappa is not additive): the merged report's is computed again
+    from the labels file over every shard's verdicts, with the shards' trust bar, so the merged gate trusts what the
+    whole suite shows; a labels file not found where the merge runs leaves no calibration and says so."""
+    from pytest_bineval.trust import RunLabels
+
+    records, labels = crafted()
+    monkeypatch.chdir(tmp_path)
+    append_labels(tmp_path / "labels.jsonl", labels)
+    run = RunLabels("labels.jsonl", read_labels(tmp_path / "labels.jsonl"), 0.8)
+    shards = []
+    for name, part in (("a.json", records[:2]), ("b.json", records[2:])):
+        cal, _ = run.judge(part, None, gating=False)
+        document(part).model_copy(update={"calibration": cal}).write(tmp_path / name)
+        shards.append(name)
+    assert main(["report", "merge", *shards, "-o", "merged.json"]) == 0
+    merged = json.loads((tmp_path / "merged.json").read_text())["calibration"]
+    whole, _ = run.judge(records, None, gating=False)
+    assert merged == json.loads(whole.model_dump_json())
+    consistency = next(d for d in merged["dimensions"] if d["dimension"] == "consistency")
+    assert consistency["stats"]["kappa"] == pytest.approx(0.34 / 0.49)  # the hand table over all 5 evaluations
+    assert merged["trust_kappa"] == 0.8 and sorted(merged["untrusted"]) == ["consistency", "fluency"]
+
+    (tmp_path / "labels.jsonl").unlink()
+    capsys.readouterr()
+    assert main(["report", "merge", *shards, "-o", "merged2.json"]) == 0
+    assert json.loads((tmp_path / "merged2.json").read_text())["calibration"] is None
+    assert "the shards' labels file labels.jsonl cannot be read here" in capsys.readouterr().err
