@@ -7,6 +7,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+from support import XDIST
 
 from pytest_bineval.testing import ScriptedModel
 
@@ -51,6 +52,17 @@ def _not_in_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs of the plugin inside these tests must not annotate or summarize this suite's own CI job."""
     for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(params=[pytest.param([], id="in-process"), pytest.param(XDIST, id="xdist")])
+def workers(request: pytest.FixtureRequest) -> list[str]:
+    """The arguments of a pytester run: none (one process), then pytest-xdist with two workers.
+
+    Only for the few end-to-end runs whose subject is what crosses pytest-xdist (the merge, a lost worker,
+    concurrent pins, shards, a baseline compared on the controller, HTTP): an xdist run costs 10-20 times a run in
+    one process. That every ledger field survives a worker is the ledger's own unit test
+    (tests/unit/test_ledger.py), and tests/plugin/test_xdist.py runs one project of every feature both ways."""
+    return list(request.param)
 
 
 @pytest.fixture

@@ -5,13 +5,18 @@ real-judge tests."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_bineval.models import Checklist, Question, Verdict
+from pytest_bineval.optimize import AlignItem
 from pytest_bineval.report.document import ReportDocument
+from pytest_bineval.report.record import DimensionResult, EvaluationRecord, Outcome
+from pytest_bineval.testing import scripted
 from pytest_bineval.testing.project import scripted_project
 
 # A hand-written checklist for the tests that run the real embedded judge (no generation call): the 135M
@@ -56,6 +61,9 @@ def answer(req):
 
 Q = "Does the response meet {} check {}?"
 
+# pytest-xdist with two workers, for a pytester run (see the ``workers`` fixture in conftest.py).
+XDIST = ["-p", "xdist", "-n", "2"]
+
 
 def make_project(pytester: pytest.Pytester, *, no: tuple[str, ...] = (), boom: tuple[str, ...] = (),
                  task_must_contain: str = "", ini: str = "", rules: dict[str, str] | None = None) -> None:
@@ -85,18 +93,68 @@ def test_bad():
 '''
 
 
-# Four parametrized evaluations that pass: with PASS_AND_FAIL, enough tests for two xdist workers to share.
-MANY = '''
-import pytest
-from pytest_bineval import assert_passes
+# The checks' tests: a task, and a checklist whose format questions code answers (a relevance one is judged).
+CHECKS_TASK = "Describe the library in at most two sentences, as JSON."
 
-@pytest.mark.parametrize("i", range(4))
-@pytest.mark.bineval(task="Summarize the article.")
-def test_many(i):
-    assert_passes(f"summary {i}", dimension="fluency")
-'''
+MIXED_CHECKLIST = {
+    "task": CHECKS_TASK,
+    "dimensions": {"format": "The response has the asked form.", "relevance": "It answers the task."},
+    "questions": [
+        {"id": "format-1", "dimension": "format", "text": "Does the response have at most 2 sentences?",
+         "check": {"kind": "max_sentences", "value": 2}},
+        {"id": "format-2", "dimension": "format", "text": "Is the response valid JSON?", "check": {"kind": "json"}},
+        {"id": "relevance-1", "dimension": "relevance", "text": "Does the response describe the library?"},
+    ],
+    "model": "hand-written",
+    "prompt_version": "1",
+}
 
 
+# The alignment tests (bineval align): a hand-written checklist of two questions and two outputs to judge.
+ALIGN_QUESTIONS = ("Does the response name the city?", "Is every number in the response also in the input?")
+ALIGN_CHECKLIST = Checklist(
+    task="Summarize the article in one sentence.",
+    dimensions={"consistency": "Only facts from the article."},
+    questions=[Question(id="c-1", dimension="consistency", text=ALIGN_QUESTIONS[0]),
+               Question(id="c-2", dimension="consistency", text=ALIGN_QUESTIONS[1])],
+    model="hand-written",
+)
+ALIGN_ITEMS = [AlignItem(output="Lyon opened a bridge.", source="Lyon opened a bridge on Monday."),
+               AlignItem(output="A bridge was opened.", source="Lyon opened a bridge on Monday.")]
+
+
+# A conftest's pytest_bineval_finished: what it saw, one line per call, in finished.txt beside the project.
+FINISHED_HOOK = """
+
+def pytest_bineval_finished(config, document):
+    worker = hasattr(config, "workerinput")
+    line = f"{worker} {len(document.evaluations)} {document.totals.evaluations} {sorted(document.failed_tests)}"
+    with open(config.rootpath / "finished.txt", "a") as fh:
+        fh.write(line + "\\n")
+"""
+
+
+def with_finished_hook(pytester: pytest.Pytester) -> None:
+    """Add :data:`FINISHED_HOOK` to the project's conftest.py."""
+    conftest = pytester.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + FINISHED_HOOK)
+
+
+# Logprobs of the scripted fake judge (a prefilled answer's token and its alternatives), for the answer-first tests.
+def logprobs_entry(token: str, *alternatives: tuple[Any, Any]) -> dict[str, Any]:
+    """A logprobs entry for ``token`` whose top alternatives are (token, probability) pairs (written as given
+    when the probability is not a float: for malformed entries)."""
+    top = [{"token": t, "logprob": math.log(p) if isinstance(p, float) else p} for t, p in alternatives]
+    return {"token": token, "logprob": top[0]["logprob"] if top else 0.0, "top_logprobs": top}
+
+
+def scripted_logprobs(monkeypatch: pytest.MonkeyPatch, entries: dict[str, Any]) -> None:
+    """The fake's logprobs at the prefilled answer position: ``entries[token]`` for the token it wrote."""
+    def logprobs(text: str, skip: int = 0) -> list[Any]:
+        token = text[skip:]
+        return [entries[token]] if token in entries else []
+
+    monkeypatch.setattr(scripted, "_fake_logprobs", logprobs)
 
 
 def shared_data_dir() -> Path:
@@ -157,6 +215,26 @@ You are a news editor. You summarize news articles for a busy reader.
 Summarize the article above in 2-3 sentences.
 """
 NEWS_LINE = "You summarize news articles for a busy reader."
+
+
+# The optimizer's unit tests: two questions of a summary, and a record of an evaluation as the plugin keeps it.
+Q_NUM = "Is every number in the response also in the input?"
+Q_LEN = "Is the response at most three sentences long?"
+
+
+def record(test: str, outcome: Outcome, verdicts: list[tuple[str, str, str]], *, prompt: str | None = "gen.md",
+           overall: float | None = None) -> EvaluationRecord:
+    """An evaluation record as the plugin keeps it."""
+    vs = [Verdict(question_id=f"q{i}", dimension=d, question=q, answer=a, explanation=f"because {q}")  # type: ignore[arg-type]
+          for i, (d, q, a) in enumerate(verdicts)]
+    yes = sum(v.answer == "yes" for v in vs)
+    dims = sorted({d for d, _, _ in verdicts})
+    return EvaluationRecord(
+        test=test, task="Summarize the article.", prompt=prompt, model="fake/judge", checklist_status="pinned",
+        dimensions=[DimensionResult(name=d, score=None, threshold=0.8, outcome=outcome) for d in dims],
+        overall=overall if overall is not None else yes / len(vs), outcome=outcome, verdicts=vs,
+        output=f"output of {test}", source=f"article of {test}",
+    )
 
 
 # The optimizer's loop tests: a judge rule under which the generator prompt "learns" (once it says "Copy every

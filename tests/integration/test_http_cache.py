@@ -102,8 +102,8 @@ def test_two_xdist_workers_share_one_cache_then_a_rerun_makes_no_request(pyteste
     pytester.makepyfile(test_many=TESTS)
     runs = []
     for name in ("first.json", "second.json"):
-        result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", f"--bineval-report={name}",
-                                               "--bineval-cache-dir=shared-cache")
+        result = pytester.runpytest("-p", "xdist", "-n", "2", f"--bineval-report={name}",
+                                    "--bineval-cache-dir=shared-cache")
         result.assert_outcomes(passed=6)
         runs.append(ReportDocument.load(pytester.path / name))
     first, second = runs

@@ -1,6 +1,9 @@
 """The judge over real HTTP (litellm -> 127.0.0.1) against a scripted fault server: every fault is a judge error
 with its cause (or InputTooLargeError), never a pass and never a crash; requests are counted honestly; retries
 respect Retry-After and the deadline; structured output is negotiated once per model.
+
+The fault matrix runs here with its waits scaled down (the server's Retry-After and hangs, the client's backoff);
+the matrix in real time is the reliability benchmark: ``python -m pytest_bineval.bench.reliability``.
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from dataclasses import replace
 from email.utils import formatdate
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,7 @@ from pytest_bineval.llm.retry import RetryPolicy, classify, parse_retry_after
 from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.report.record import Asked, EvaluationRecord
 from pytest_bineval.testing import Request, ScriptedModel
-from pytest_bineval.testing.faults import FaultServer, Received, Reply, completion, error_body
+from pytest_bineval.testing.faults import Action, FaultServer, Hang, Received, Reply, completion, error_body
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -32,13 +36,63 @@ def _warm() -> None:
     run_scenario(SCENARIOS[0], timeout=120.0)
 
 
+# The matrix's waits, scaled: the server's (a Retry-After in seconds, a hang) by SERVER_WAITS, the client's
+# exponential backoff by BACKOFF. A Retry-After longer than the timeout is refused without a wait, and one given as
+# an HTTP date has whole seconds: both keep their real value.
+TIMEOUT = 2.5
+SERVER_WAITS = 0.2
+BACKOFF = 0.05
+
+
+def _scaled(action: Action) -> Action:
+    if isinstance(action, Hang):
+        return Hang(action.seconds * SERVER_WAITS)
+    if isinstance(action, Reply):
+        return replace(action, headers=tuple(
+            (name, f"{float(value) * SERVER_WAITS:g}")
+            if name.lower() == "retry-after" and value.isdigit() and float(value) <= TIMEOUT else (name, value)
+            for name, value in action.headers))
+    return action
+
+
+def fast(scenario: Scenario) -> Scenario:
+    """``scenario`` with the server's waits scaled by SERVER_WAITS (and the least time it must take with them)."""
+    def respond(req: Received, index: int) -> Action:
+        return _scaled(scenario.respond(req, index))
+
+    return replace(scenario, respond=respond,
+                   min_seconds=lambda q, r: scenario.min_seconds(q, r) * SERVER_WAITS)
+
+
+@pytest.fixture
+def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's backoff between tries, scaled by BACKOFF (its exponent, cap and jitter as they are)."""
+    backoff = RetryPolicy.backoff
+    monkeypatch.setattr(RetryPolicy, "backoff", lambda self, attempt, rng=None: backoff(self, attempt, rng) * BACKOFF)
+
+
+def test_the_scaled_waits_are_the_scenarios_waits_scaled() -> None:
+    """What the fast matrix changes: a Retry-After in seconds and a hang, by SERVER_WAITS; nothing else."""
+    by_name = {s.name: s for s in SCENARIOS}
+    req = Received("/v1/chat/completions", {}, {})
+    assert fast(by_name["429 Retry-After 1"]).respond(req, 0).headers == (  # type: ignore[union-attr]
+        ("retry-after", f"{SERVER_WAITS:g}"),)
+    assert fast(by_name["429 Retry-After 20"]).respond(req, 0) == by_name["429 Retry-After 20"].respond(req, 0)
+    assert fast(by_name["hang"]).respond(req, 0) == Hang(60.0 * SERVER_WAITS)
+    dated = fast(by_name["429 Retry-After date"]).respond(req, 0)
+    assert isinstance(dated, Reply) and not dated.headers[0][1].isdigit()  # an HTTP date: as it was
+    assert fast(by_name["malformed JSON"]).respond(req, 0) == by_name["malformed JSON"].respond(req, 0)
+    assert fast(by_name["429 Retry-After 1"]).min_seconds(2, 2) == pytest.approx(4 * SERVER_WAITS)
+
+
+@pytest.mark.usefixtures("fast_backoff")
 @pytest.mark.parametrize("stream", ["auto", "off"], ids=["streamed", "two-requests"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_fault_matrix(scenario: Scenario, stream: StreamMode) -> None:
     """Outcome (error with cause / InputTooLargeError / the control's answers), requests seen by the server ==
     requests counted == expected, wall time within the evaluation's budget, Retry-After honoured; streamed (one
     request per question, the fault server streaming its chat completions) and on the two-request path."""
-    result = run_scenario(scenario, questions=2, retries=2, timeout=2.5, stream=stream)
+    result = run_scenario(fast(scenario), questions=2, retries=2, timeout=TIMEOUT, stream=stream)
     assert not result.silent_pass and not result.crashed
     assert result.problems == [], result
 
@@ -114,7 +168,6 @@ def test_backoff_is_exponential_capped_and_jittered() -> None:
 def test_an_evaluation_has_a_total_deadline() -> None:
     """Eight questions that all hang, asked one at a time: the evaluation ends at its deadline
     (timeout * (retries + 1) + 1 s), not after 8 * 3 timeouts."""
-    from pytest_bineval.testing.faults import Hang
 
     with FaultServer(lambda req, i: Hang(30.0)) as server:
         engine = Engine(Settings(model="openai/fault", api_base=server.base_url, cache="off", concurrency=1,
@@ -221,15 +274,14 @@ CHECKLIST = ('from pytest_bineval import Checklist, Question\n'
              'Question(id="fluency-1", dimension="fluency", text="Is it fluent?")])\n')
 
 
-@pytest.mark.parametrize("xdist", [False, True], ids=["one process", "xdist -n 2"])
-def test_summary_counts_failed_requests_and_says_the_fallback_once(pytester: pytest.Pytester, xdist: bool) -> None:
+def test_summary_counts_failed_requests_and_says_the_fallback_once(pytester: pytest.Pytester,
+                                                                    workers: list[str]) -> None:
     with FaultServer(_rejects_json_schema) as server:
         pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
         pytester.makepyfile(test_s=CHECKLIST + PROJECT.format())
         args = ["--bineval-model=openai/fault", f"--bineval-api-base={server.base_url}", "--bineval-cache=off",
                 "--bineval-report=report.json"]
-        run = pytester.runpytest_subprocess if xdist else pytester.runpytest
-        result = run(*args, *(["-p", "xdist", "-n", "2"] if xdist else []))
+        result = pytester.runpytest(*workers, *args)
         result.assert_outcomes(passed=3)
         seen = server.requests
     out = result.stdout.str()

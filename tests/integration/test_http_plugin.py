@@ -51,14 +51,12 @@ def test_plain():
 '''
 
 
-@pytest.mark.parametrize("xdist", [False, True], ids=["one process", "xdist -n 2"])
-def test_judge_error_is_a_junit_error(pytester: pytest.Pytester, xdist: bool) -> None:
+def test_judge_error_is_a_junit_error(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     pytester.makeconftest(RAISING_JUDGE)
     pytester.makepyfile(test_judged=JUDGED)
     args = ["--bineval-model=jfake/judge", "--bineval-retries=0", "--junitxml=junit.xml"]
-    run = pytester.runpytest_subprocess if xdist else pytester.runpytest
-    result = run(*args, *(["-p", "xdist", "-n", "2"] if xdist else []))
+    result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1, errors=1)
     suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
     assert suite is not None

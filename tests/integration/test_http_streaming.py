@@ -101,11 +101,10 @@ def test_one_request_per_question_closed_when_no_explanation_is_wanted(explain: 
     assert u.not_streamed == {}
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_server_that_cannot_stream_is_found_by_one_request(pytester: pytest.Pytester, workers: int) -> None:
+def test_a_server_that_cannot_stream_is_found_by_one_request(pytester: pytest.Pytester) -> None:
     """It answers a streamed request whole: the first question of the first assertion, asked alone, finds that out
-    (once per process: each pytest-xdist worker finds it out for itself); every other question takes the two-request
-    path (the explanation volunteered with the answer here), and the summary says so once."""
+    (once per process); every other question takes the two-request path (the explanation volunteered with the
+    answer here), and the summary says so once (a judge's note under pytest-xdist: test_http_faults.py)."""
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\nbineval_cache = off\n")
     pytester.makepyfile(test_it=f'''
 import pytest
@@ -118,13 +117,12 @@ def test_summary(i):
     assert_passes(f"summary {{i}}", checklist=CHECKLIST, threshold=0.5)
 ''')
     with FaultServer(verdicts, streams=False) as server:
-        xdist = ["-p", "xdist", "-n", str(workers)] if workers else []
         result = pytester.runpytest(f"--bineval-model={MODEL}", f"--bineval-api-base={server.base_url}",
-                                    "--bineval-concurrency=4", *xdist)
+                                    "--bineval-concurrency=4")
     result.assert_outcomes(passed=2)
     # one attempt per process that judged, although four questions are asked at once
     attempts = sum(bool(r.body.get("stream")) for r in server.received)
-    assert attempts == 1 if not workers else 1 <= attempts <= 2
+    assert attempts == 1
     assert server.streamed == 0 and server.requests == attempts + 2 * 4
     out = result.stdout.str()
     assert out.count(f"judge {MODEL}: cannot stream its replies") == 1

@@ -85,7 +85,7 @@ def test_terminal_summary_and_annotations_show_bidi_controls(pytester: pytest.Py
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    result = pytester.runpytest_subprocess("--bineval-cache=off", "--bineval-retries=0", "--bineval-report=r.json")
+    result = pytester.runpytest("--bineval-cache=off", "--bineval-retries=0", "--bineval-report=r.json")
     result.assert_outcomes(errors=1)
     out = result.stdout.str()
     assert bidi_free(out), [line for line in out.splitlines() if not bidi_free(line)]

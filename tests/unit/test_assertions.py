@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,3 +60,31 @@ def test_a_failing_assertion_outside_pytest_raises_with_reasons(fake: ScriptedMo
     fake.answers = {"Does the response meet fluency check 1?": "no", "Does the response meet fluency check 2?": "no"}
     with pytest.raises(BinevalAssertionError, match="fluency"):
         assert_passes("A summary.", "fluency", task="Summarize the article.", model=fake.model)
+
+
+OUTSIDE = '''
+import sys
+from pytest_bineval import BinevalAssertionError, Checklist, Question, assert_passes
+from pytest_bineval.testing import ScriptedModel
+
+fake = ScriptedModel(provider="ofake", answers={"Does the response meet fluency check 2?": "no"}).register()
+ev = assert_passes("A summary.", dimension="fluency", task="Summarize the article.", threshold=0.5,
+                   model=fake.model)
+assert ev.scores["fluency"] == 0.5, ev.scores
+q = Question(id="f-1", dimension="fluency", text="Does the response meet fluency check 2?")
+checklist = Checklist(task="Summarize.", dimensions={"fluency": "Reads well."}, questions=[q])
+try:
+    assert_passes("A summary.", checklist=checklist, model=fake.model)
+except BinevalAssertionError as exc:
+    assert "[fluency] Does the response meet fluency check 2?" in str(exc), str(exc)
+    print("raised as expected")
+else:
+    sys.exit("no assertion error")
+'''
+
+
+def test_assert_passes_outside_pytest_with_task_and_with_checklist(tmp_path: Path) -> None:
+    """No plugin, no test context: task= generates a checklist, checklist= is used as given."""
+    proc = subprocess.run([sys.executable, "-c", OUTSIDE], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "raised as expected" in proc.stdout

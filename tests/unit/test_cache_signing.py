@@ -181,9 +181,9 @@ def test_a_forged_cache_fails_the_test_it_failed_and_the_secret_is_nowhere(pytes
             assert_passes("A wrong summary.", dimension="fluency", source="An article.")
     ''')
     args = ["--bineval-cache-dir=cache", "--bineval-report=report.json", "--junitxml=junit.xml", "--color=no"]
-    pytester.runpytest_subprocess(*args).assert_outcomes(failed=1)
+    pytester.runpytest(*args).assert_outcomes(failed=1)
     assert rewrite(pytester.path / "cache", forge_yes) >= 1
-    result = pytester.runpytest_subprocess(*args, "-W", "default")
+    result = pytester.runpytest(*args, "-W", "default")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*BinevalCacheWarning: cache entry * is not used: signature does not match*"])
     (ev,) = report_of(pytester).evaluations
@@ -200,8 +200,8 @@ def test_a_writing_run_without_the_secret_stops_at_the_start(pytester: pytest.Py
     monkeypatch.delenv(ENV, raising=False)
     make_project(pytester)
     pytester.makepyfile("def test_x(): pass")
-    result = pytester.runpytest_subprocess(f"--bineval-cache-key-env={ENV}")
+    result = pytester.runpytest(f"--bineval-cache-key-env={ENV}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--bineval-cache-key-env {ENV}: ${ENV} is empty or unset*"])
-    ok = pytester.runpytest_subprocess(f"--bineval-cache-key-env={ENV}", "--bineval-cache=read-only")
+    ok = pytester.runpytest(f"--bineval-cache-key-env={ENV}", "--bineval-cache=read-only")
     ok.assert_outcomes(passed=1)

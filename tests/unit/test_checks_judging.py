@@ -8,26 +8,13 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from support import CHECKS_TASK as TASK
+from support import MIXED_CHECKLIST as MIXED
 from support import make_project, report_of
 
 from pytest_bineval.api import evaluate
 from pytest_bineval.models import Checklist, Question, Verdict
 from pytest_bineval.testing import ScriptedModel
-
-TASK = "Describe the library in at most two sentences, as JSON."
-
-MIXED = {
-    "task": TASK,
-    "dimensions": {"format": "The response has the asked form.", "relevance": "It answers the task."},
-    "questions": [
-        {"id": "format-1", "dimension": "format", "text": "Does the response have at most 2 sentences?",
-         "check": {"kind": "max_sentences", "value": 2}},
-        {"id": "format-2", "dimension": "format", "text": "Is the response valid JSON?", "check": {"kind": "json"}},
-        {"id": "relevance-1", "dimension": "relevance", "text": "Does the response describe the library?"},
-    ],
-    "model": "hand-written",
-    "prompt_version": "1",
-}
 
 
 def test_checked_questions_never_reach_the_judge(fake: ScriptedModel, cache_dir: Path) -> None:
@@ -115,24 +102,6 @@ def test_an_unknown_check_kind_in_a_pin_is_a_pin_error_naming_the_field(pytester
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*test_pinned.json: checklists[[]0[]]: invalid field(s) questions.1.check: "
                                  "Value error, unknown check kind 'valid_json'; the catalogue has: *"])
-
-
-@pytest.mark.local_model
-def test_a_mixed_checklist_on_the_embedded_model_asks_only_the_judged_questions(tmp_path: Path) -> None:
-    """The real embedded judge: one answer request per judged question (and one explanation per "no"), none for
-    the checked ones, whatever the model would have said about them."""
-    from pytest_bineval import DEFAULT_MODEL
-
-    checklist = Checklist.model_validate(MIXED)
-    output = '{"name": "Central Library", "opens": 2027, "floors": 3}'
-    result = evaluate(output, checklist, "The town builds a library with 3 floors, to open in 2027.",
-                      model=DEFAULT_MODEL, cache_dir=str(tmp_path / "cache"))
-    assert result.model == DEFAULT_MODEL and result.errors == []
-    judged = [v for v in result.verdicts if v.decided_by == "judge"]
-    assert [v.question_id for v in judged] == ["relevance-1"] and judged[0].p_yes is not None
-    assert result.usage.llm_calls == 1 + sum(v.answer == "no" for v in judged)
-    assert [(v.answer, v.explanation) for v in result.verdicts if v.decided_by == "code"] == [
-        ("yes", "1 sentence; the limit is 2"), ("yes", "valid JSON (dict)")]
 
 
 # A pattern that backtracks without end in the regex engine: C(n, 11) ways to split "1," * n + "!" (n = 60: 3e11).

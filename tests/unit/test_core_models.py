@@ -169,3 +169,16 @@ def test_usage_since_is_the_spend_between_two_totals() -> None:
     spent = Usage(llm_calls=3, cache_hits=0, prompt_tokens=40, completion_tokens=4, cost_usd=0.25, seconds=2.0)
     assert (before + spent).since(before) == spent
     assert Usage(llm_calls=1).since(Usage()).cost_usd is None  # unknown cost stays unknown
+
+
+def test_cost_text_is_a_lower_bound_when_some_replies_are_unpriced() -> None:
+    from pytest_bineval.models import Usage, cost_text
+
+    priced, unpriced, hit = Usage(llm_calls=1, cost_usd=0.002), Usage(llm_calls=1, unpriced_requests=1), \
+        Usage(cache_hits=1, cost_usd=0.0)
+    assert cost_text((priced + hit).cost_usd, (priced + hit).unpriced_requests) == "$0.0020"
+    total = unpriced + hit
+    assert (total.cost_usd, cost_text(total.cost_usd, total.unpriced_requests)) == (0.0, "unknown")
+    total = priced + unpriced + hit
+    assert cost_text(total.cost_usd, total.unpriced_requests) == "at least $0.0020 (1 unpriced)"
+    assert (total.since(priced).unpriced_requests, cost_text(None, 0)) == (1, "$0.0000")

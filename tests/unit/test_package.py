@@ -4,8 +4,11 @@ package (as pytest does to load the plugin) imports no pydantic model, litellm o
 from __future__ import annotations
 
 import ast
+import json
+import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest_bineval
@@ -54,3 +57,31 @@ def test_importing_the_package_imports_no_pydantic_litellm_or_model() -> None:
             "print(sorted(m for m in ('pydantic', 'litellm', 'llama_cpp', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_importing_the_plugin_leaves_the_environment_alone() -> None:
+    """Bug: importing pytest_bineval.llm set LITELLM_LOCAL_MODEL_COST_MAP in the user's environment."""
+    code = ("import os; before = dict(os.environ); import pytest_bineval, pytest_bineval.plugin, "
+            "pytest_bineval.llm.client, pytest_bineval.llm.providers; "
+            "assert dict(os.environ) == before, set(os.environ) ^ set(before); "
+            "import sys; assert 'litellm' not in sys.modules")
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_first_cache_miss_imports_litellm(tmp_path: Path) -> None:
+    """The other side: a miss (here a model that is not reachable) does import litellm."""
+    script = textwrap.dedent(f'''
+        import sys
+        from pytest_bineval import DEFAULT_MODEL, Checklist, Question, evaluate
+        checklist = Checklist(task="t", dimensions={{"d": "d"}},
+                              questions=[Question(id="d-1", dimension="d", text="q?")])
+        assert "litellm" not in sys.modules
+        result = evaluate("out", checklist, model="nosuchprovider/x", cache_dir={str(tmp_path / "c")!r}, retries=0)
+        print(json.dumps([result.verdicts[0].answer, "litellm" in sys.modules]))
+    ''').replace("import sys", "import json, sys", 1)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["error", True]

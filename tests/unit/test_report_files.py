@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import PASS_AND_FAIL, Q, make_project
+from support import PASS_AND_FAIL, Q, make_project, report_of
 
 from pytest_bineval.cli import main
-from pytest_bineval.errors import UsageError
+from pytest_bineval.errors import BinevalError, UsageError
 from pytest_bineval.report.document import REPORT_KIND, ReportDocument
 
 pytest_plugins = ["pytester"]
@@ -118,9 +118,57 @@ def test_a_bad_baseline_is_a_usage_error_not_an_empty_baseline(pytester: pytest.
     content = {"pin": BAD["a pinned-checklist file"], "duplicate": BAD["a duplicate evaluation"],
                "format-1 entry": BAD["format-1 entry not an object"]}[baseline]
     (pytester.path / "baseline.json").write_text(content[0], encoding="utf-8")
-    result = pytester.runpytest_subprocess("--bineval-baseline=baseline.json", "--bineval-fail-on-regression",
-                                           "-p", "no:cacheprovider")
+    result = pytester.runpytest("--bineval-baseline=baseline.json", "--bineval-fail-on-regression",
+                                "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert "INTERNALERROR" not in err + result.stdout.str()
     assert "baseline.json" in err and content[1] in err
+
+
+def test_report_round_trip_and_format_1(tmp_path: Path, pytester: pytest.Pytester) -> None:
+    make_project(pytester, no=(Q.format("consistency", 2),))
+    pytester.makepyfile(PASS_AND_FAIL)
+    pytester.runpytest("--bineval-report=report.json")
+    doc = report_of(pytester)
+    again = ReportDocument.parse(json.loads(doc.to_json()))
+    assert again == doc
+    # format 1, as the plugin wrote it before this version
+    old = {
+        "format": 1, "settings": {"model": "m", "cache": "on"},
+        "totals": {"evaluations": 1, "passed": 0, "failed": 1, "judge_errors": 0, "questions": 2,
+                   "llm_calls": 2, "cache_hits": 0, "prompt_tokens": 10, "completion_tokens": 4,
+                   "cost_usd": None, "unpinned_checklists": 1, "pinned_checklists_written": 0},
+        "evaluations": [{
+            "test": "t.py::test_a", "task": "Summarize.", "prompt": None, "model": "m", "checklist_model": "m",
+            "checklist_status": "unpinned", "output": "out", "source": "src", "dimensions": ["consistency"],
+            "thresholds": {"consistency": 0.8}, "scores": {"consistency": 0.5}, "overall": 0.5,
+            "outcome": "failed",
+            "verdicts": [{"question_id": "c-1", "dimension": "consistency", "question": "Q1?", "answer": "yes"},
+                         {"question_id": "c-2", "dimension": "consistency", "question": "Q2?", "answer": "no",
+                          "explanation": "wrong"}],
+            "questions": [{"id": "c-1", "dimension": "consistency", "text": "Q1?"},
+                          {"id": "c-2", "dimension": "consistency", "text": "Q2?"}],
+            "usage": {"llm_calls": 2},
+        }],
+    }
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    doc1 = ReportDocument.load(path)
+    (rec,) = doc1.evaluations
+    assert rec.scores == {"consistency": 0.5} and rec.thresholds == {"consistency": 0.8}
+    assert rec.dimensions[0].outcome == "failed" and [v.question for v in rec.failing()] == ["Q2?"]
+    assert doc1.totals.errors == 0 and doc1.settings.model == "m"
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("not json", "cannot read the bineval report"),
+    ('{"format": 9}', "unknown bineval report format 9"),
+    ('{"format": 2, "evaluations": [{"test": 1}]}', "not a valid bineval report"),
+])
+def test_an_unreadable_report_is_a_usage_error_naming_the_file(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(BinevalError, match=message) as info:
+        ReportDocument.load(path)
+    assert str(path) in str(info.value)

@@ -4,10 +4,13 @@ hand (=all rewrites it), long test names, symlinked pin folders, and pin files g
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
-from support import make_project, report_of
+from support import XDIST, make_project, report_of
 
 from pytest_bineval.cli import main
 from pytest_bineval.models import Checklist, Question
@@ -35,7 +38,6 @@ def test_c():
     assert_passes("output c", dimension="fluency")
 '''
 EDITED = "Is this the question a reviewer wrote?"
-XDIST = ["-p", "xdist", "-n", "2"]
 
 
 def _edit_first_question(path: Path) -> str:
@@ -45,16 +47,13 @@ def _edit_first_question(path: Path) -> str:
     return path.read_text()
 
 
-@pytest.mark.parametrize("workers", [[], XDIST], ids=["in-process", "xdist"])
-def test_a_hand_edited_pin_is_kept_by_an_update_run_and_rewritten_only_with_all(pytester: pytest.Pytester,
-                                                                               workers: list[str]) -> None:
+def test_a_hand_edited_pin_is_kept_by_an_update_run_and_rewritten_only_with_all(pytester: pytest.Pytester) -> None:
     """Bug: an update run to pin one new test regenerated every other pin, hand edits lost, and said only
     "pinned checklists written: 4"."""
     make_project(pytester)
     pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."))
-    run = pytester.runpytest_subprocess if workers else pytester.runpytest
     pins = pytester.path / "__bineval__" / "test_suite"
-    result = run("--bineval-update-checklists", "--bineval-cache=off", *workers)
+    result = pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["pin created: __bineval__/test_suite/test_a.json [[]fluency[]] 'Task A.'",
                                  "pin created: __bineval__/test_suite/test_b.json [[]fluency[]] 'Task B.'",
@@ -67,7 +66,8 @@ def test_a_hand_edited_pin_is_kept_by_an_update_run_and_rewritten_only_with_all(
     edited = _edit_first_question(pins / "test_a.json")
     untouched = (pins / "test_b.json").read_text()
     pytester.makepyfile(test_suite=SUITE.format(task_a="Task A.") + NEW_TEST)
-    result = run("--bineval-update-checklists", "--bineval-cache=off", "--bineval-report=report.json", *workers)
+    result = pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off",
+                                "--bineval-report=report.json")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "pin created: __bineval__/test_suite/test_c.json [[]fluency[]] 'Task C.'",
@@ -82,7 +82,7 @@ def test_a_hand_edited_pin_is_kept_by_an_update_run_and_rewritten_only_with_all(
 
     # the task of test_a changes: its pin is stale, but edited by hand, so it is kept (and said so)
     pytester.makepyfile(test_suite=SUITE.format(task_a="Task A, in French.") + NEW_TEST)
-    result = run("--bineval-update-checklists", "--bineval-cache=off", *workers)
+    result = pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["unpinned checklists: 1, of which 1 stale since its task or question text changed *",
                                  "pin kept: __bineval__/test_suite/test_a.json [[]fluency[]] 'Task A.': stale (the "
@@ -91,13 +91,13 @@ def test_a_hand_edited_pin_is_kept_by_an_update_run_and_rewritten_only_with_all(
     assert (pins / "test_a.json").read_text() == edited
 
     # =all rewrites it
-    result = run("--bineval-update-checklists=all", "--bineval-cache=off", *workers)
+    result = pytester.runpytest("--bineval-update-checklists=all", "--bineval-cache=off")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["pin rewritten: __bineval__/test_suite/test_a.json [[]fluency[]] "
                                  "'Task A, in French.'"])
     (entry,) = json.loads((pins / "test_a.json").read_text())["checklists"]
     assert entry["task"] == "Task A, in French." and EDITED not in json.dumps(entry)
-    run("--bineval-strict", *workers).assert_outcomes(passed=3)
+    pytester.runpytest("--bineval-strict").assert_outcomes(passed=3)
 
 
 PARAMETRIZED = '''
@@ -111,22 +111,20 @@ def test_p(case):
 '''
 
 
-@pytest.mark.parametrize("workers", [[], XDIST], ids=["in-process", "xdist"])
-def test_the_pin_summary_counts_tests_added_to_entries_pinned_before(pytester: pytest.Pytester,
-                                                                     workers: list[str]) -> None:
+def test_the_pin_summary_counts_tests_added_to_entries_pinned_before(pytester: pytest.Pytester) -> None:
     """Bug: "pins: 1 created, ..., 1 with tests added" for one entry created for two parametrized cases (the
     second case's listing counted as a second entry), and a case added to an existing pin had no line at all."""
     make_project(pytester)
-    run = pytester.runpytest_subprocess if workers else pytester.runpytest
     pytester.makepyfile(test_p=PARAMETRIZED.format(cases="[1, 2]"))
-    result = run("--bineval-update-checklists", "--bineval-cache=off", *workers)
+    result = pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["pin created: __bineval__/test_p/test_p.json [[]fluency[]] 'Task P.'",
                                  "pins: 1 created, 0 rewritten, 0 kept because edited by hand, 0 entries given "
                                  "more tests"])
     assert "tests added to pin" not in result.stdout.str()
     pytester.makepyfile(test_p=PARAMETRIZED.format(cases="[1, 2, 3, 4]"))
-    result = run("--bineval-update-checklists", "--bineval-cache=off", "--bineval-report=report.json", *workers)
+    result = pytester.runpytest("--bineval-update-checklists", "--bineval-cache=off",
+                                "--bineval-report=report.json")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines([
         "tests added to pin: __bineval__/test_p/test_p.json [[]fluency[]] 'Task P.': test_p[[]3[]], test_p[[]4[]]",
@@ -199,7 +197,7 @@ def test_a_path_after_the_bare_update_option_under_xdist(pytester: pytest.Pytest
     make_project(pytester)
     pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."), test_other="def test_o():\n    pass\n")
     args = ["--bineval-update-checklists", "test_suite.py"]
-    check_pinned_path(pytester.runpytest_subprocess(*args, "--bineval-cache=off", *XDIST), args)
+    check_pinned_path(pytester.runpytest(*args, "--bineval-cache=off", *XDIST), args)
 
 
 def check_pinned_path(result: pytest.RunResult, args: list[str]) -> None:
@@ -362,3 +360,123 @@ def test_a_pin_without_a_generated_digest_counts_as_reviewed(tmp_path: Path) -> 
                                                              "tests": ["test_x"]}]}))
     (entry,) = PinFile.read(path).entries
     assert entry.edited  # written by hand (or before digests were recorded): never rewritten without =all
+
+
+CASES = '''
+import pytest
+from pytest_bineval import assert_passes
+
+CASES = [("short", "Summarize the article in one sentence."),
+         ("french", "Summarize the article in French."),
+         ("bullets", "Summarize the article as three bullet points.")]
+
+@pytest.mark.parametrize(("name", "task"), CASES, ids=[c[0] for c in CASES])
+def test_case(name, task):
+    assert_passes(f"summary for {name}", dimension="fluency", task=task)
+'''
+
+
+def test_parametrized_pins_keep_every_tasks_checklist(pytester: pytest.Pytester) -> None:
+    """Bug: pin_path dropped the parameter id and put() replaced any checklist of the same dimensions, so only
+    the last case's checklist survived --bineval-update-checklists and --bineval-strict failed the others."""
+    make_project(pytester)
+    pytester.makepyfile(test_cases=CASES)
+    result = pytester.runpytest("--bineval-update-checklists")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["pinned checklists written: 3"])  # checklists, not files
+    pin_file = pytester.path / "__bineval__" / "test_cases" / "test_case.json"
+    data = json.loads(pin_file.read_text())
+    assert data["format"] == 2
+    tasks = {c["task"]: c["tests"] for c in data["checklists"]}
+    assert tasks == {
+        "Summarize the article in one sentence.": ["test_case[short]"],
+        "Summarize the article in French.": ["test_case[french]"],
+        "Summarize the article as three bullet points.": ["test_case[bullets]"],
+    }
+    result = pytester.runpytest("--bineval-strict", "--bineval-report=report.json")
+    result.assert_outcomes(passed=3)
+    assert {r.checklist_status for r in report_of(pytester).evaluations} == {"pinned"}
+
+
+def test_a_changed_task_of_one_case_is_stale_and_repinning_keeps_the_others(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makepyfile(test_cases=CASES)
+    pytester.runpytest("--bineval-update-checklists").assert_outcomes(passed=3)
+    pytester.makepyfile(test_cases=CASES.replace("in French.", "in German."))
+    result = pytester.runpytest("--bineval-strict")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*the checklist of *test_case[[]french[]] is stale (the task text changed*"])
+    pytester.runpytest("--bineval-update-checklists").assert_outcomes(passed=3)
+    data = json.loads((pytester.path / "__bineval__" / "test_cases" / "test_case.json").read_text())
+    assert sorted(c["task"] for c in data["checklists"]) == [
+        "Summarize the article as three bullet points.",
+        "Summarize the article in German.",
+        "Summarize the article in one sentence.",
+    ]  # the French checklist had no other user: replaced; the other cases' checklists untouched
+    pytester.runpytest("--bineval-strict").assert_outcomes(passed=3)
+
+
+def test_concurrent_pin_writers_lose_no_update(tmp_path: Path) -> None:
+    """Processes pinning into one file at once (as xdist workers do): every task's checklist survives."""
+    path = tmp_path / "__bineval__" / "test_m" / "test_x.json"
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from pytest_bineval.models import Checklist, Question
+        from pytest_bineval.pins import pin
+        n = int(sys.argv[1])
+        for k in range(10):
+            task = f"Task {{n}}-{{k}}"
+            c = Checklist(task=task, dimensions={{"fluency": "Reads well."}},
+                          questions=[Question(id="fluency-1", dimension="fluency", text="Is it fluent?")])
+            pin(Path({str(path)!r}), c, f"test_x[{{n}}-{{k}}]")
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(n)]) for n in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    pins = PinFile.read(path)
+    assert len(pins.entries) == 40
+    assert sorted(t for e in pins.entries for t in e.tests or []) == sorted(
+        f"test_x[{n}-{k}]" for n in range(4) for k in range(10))
+
+
+def test_pin_file_round_trip_and_format_1_entries(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    legacy = {"format": 1, "checklists": [_checklist("Old task.").model_dump(mode="json")]}
+    path.write_text(json.dumps(legacy))
+    found, stale = PinFile.read(path).find("New task.", {"fluency": "Reads well."}, "test_x")
+    assert found is None and stale  # a format-1 entry of the same dimensions belonged to this test
+    assert pin(path, _checklist("New task."), "test_x")
+    assert not pin(path, _checklist("New task."), "test_x")  # unchanged: nothing written
+    (entry,) = PinFile.read(path).entries
+    assert entry.checklist.task == "New task." and entry.tests == ["test_x"]
+
+
+def test_unpinned_checklists_are_counted_per_pin_entry_not_per_parameter(pytester: pytest.Pytester) -> None:
+    """Bug: the count was per (test id, task), so three cases of one task were three unpinned checklists,
+    though --bineval-update-checklists writes one."""
+    make_project(pytester)
+    pytester.makepyfile(test_same='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        @pytest.mark.parametrize("n", [1, 2, 3])
+        def test_case(n):
+            assert_passes(f"summary {n}", dimension="fluency")
+    ''')
+    pytester.makepyfile(test_cases=CASES)  # three tasks: three checklists
+    pytester.makepyfile(test_two_dims='''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.")
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_case(n):  # one task, two dimensions asked apart: two checklists (found in review)
+            assert_passes(f"summary {n}", dimension="fluency")
+            assert_passes(f"summary {n}", dimension="coherence")
+    ''')
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(["unpinned checklists: 6 (review and pin them*"])
+    result = pytester.runpytest("--bineval-update-checklists")
+    result.stdout.fnmatch_lines(["pinned checklists written: 6"])

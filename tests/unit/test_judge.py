@@ -8,18 +8,14 @@ The same behaviour on the real embedded model is tested in ``test_local_model.py
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import logprobs_entry, scripted_logprobs
 
-from pytest_bineval import DEFAULT_MODEL, Checklist, Question, evaluate
+from pytest_bineval import Checklist, Question, evaluate
 from pytest_bineval.engine import run_sync
 from pytest_bineval.judge import (
     ANSWER_MAX_TOKENS,
@@ -32,9 +28,7 @@ from pytest_bineval.judge import (
 from pytest_bineval.llm.cache import ResponseCache
 from pytest_bineval.llm.client import LLMClient, ModelSettings, p_yes_at
 from pytest_bineval.models import EXPLAIN_MODES, ExplainMode
-from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing import ScriptedModel
-from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
 
@@ -144,39 +138,21 @@ def test_p_yes_at_sums_the_spellings_of_yes_and_no() -> None:
     assert p_yes_at({"token": "x", "logprob": 0.0, "top_logprobs": [{"token": "x", "logprob": 0.0}]}) is None
 
 
-def _entry(token: str, *alternatives: tuple[Any, Any]) -> dict[str, Any]:
-    """A logprobs entry for ``token`` whose top alternatives are (token, probability) pairs (written as given
-    when the probability is not a float: for malformed entries)."""
-    top = [{"token": t, "logprob": math.log(p) if isinstance(p, float) else p} for t, p in alternatives]
-    return {"token": token, "logprob": top[0]["logprob"] if top else 0.0, "top_logprobs": top}
-
-
-def _scripted_logprobs(monkeypatch: pytest.MonkeyPatch, entries: dict[str, Any]) -> None:
-    """The fake's logprobs at the prefilled answer position: ``entries[token]`` for the token it wrote."""
-    from pytest_bineval.testing import scripted
-
-    def logprobs(text: str, skip: int = 0) -> list[Any]:
-        token = text[skip:]
-        return [entries[token]] if token in entries else []
-
-    monkeypatch.setattr(scripted, "_fake_logprobs", logprobs)
-
-
 def test_answer_at_reads_a_neither_token_only_above_the_yes_no_floor() -> None:
     from pytest_bineval.llm.parsing import MIN_YES_NO_MASS, answer_at
 
     assert MIN_YES_NO_MASS == 0.1
     # the judge chose "maybe" with yes and no far below it: not a confident yes (0.04 / 0.07 = 0.57)
     with pytest.raises(ValueError, match=r"neither yes nor no.*'maybe'.*0\.070.*below 0\.1"):
-        answer_at("maybe", _entry("maybe", ("maybe", 0.9), ("yes", 0.04), ("no", 0.03)))
+        answer_at("maybe", logprobs_entry("maybe", ("maybe", 0.9), ("yes", 0.04), ("no", 0.03)))
     # yes and no together outweigh the chosen token: the likelier of the two
-    assert answer_at("The", _entry("The", ("The", 0.3), ("yes", 0.28), ("No", 0.25))) == (
+    assert answer_at("The", logprobs_entry("The", ("The", 0.3), ("yes", 0.28), ("No", 0.25))) == (
         "yes", pytest.approx(0.28 / 0.53))
     # the embedded judge's "The" with yes and no at 0.26 (the least measured on the example project): answered
-    assert answer_at("The", _entry("The", ("The", 0.5), ("yes", 0.06), ("no", 0.2))) == (
+    assert answer_at("The", logprobs_entry("The", ("The", 0.5), ("yes", 0.06), ("no", 0.2))) == (
         "no", pytest.approx(0.06 / 0.26))
     # a yes/no token is the answer whatever the mass; P(yes) sums the spellings
-    assert answer_at("yes", _entry("yes", ("yes", 0.2), ("no", 0.15), ("No", 0.1))) == (
+    assert answer_at("yes", logprobs_entry("yes", ("yes", 0.2), ("no", 0.15), ("No", 0.1))) == (
         "no", pytest.approx(0.2 / 0.45))
     assert answer_at("no", None) == ("no", None)
     with pytest.raises(ValueError, match="neither yes nor no"):
@@ -184,12 +160,12 @@ def test_answer_at_reads_a_neither_token_only_above_the_yes_no_floor() -> None:
 
 
 MALFORMED = {
-    "non-numeric logprob": _entry("yes", ("yes", "high"), ("no", 0.1)),
+    "non-numeric logprob": logprobs_entry("yes", ("yes", "high"), ("no", 0.1)),
     "missing logprob": {"token": "yes", "logprob": -0.1, "top_logprobs": [{"token": "yes"}, {"token": "no",
                                                                                            "logprob": -2.3}]},
-    "missing token": _entry("yes", (None, 0.1), ("no", 0.2)),
-    "nan logprob": _entry("yes", ("yes", math.nan), ("no", 0.1)),
-    "positive logprob": _entry("yes", ("yes", 5.0), ("no", 0.1)),  # log(5): a probability above 1
+    "missing token": logprobs_entry("yes", (None, 0.1), ("no", 0.2)),
+    "nan logprob": logprobs_entry("yes", ("yes", math.nan), ("no", 0.1)),
+    "positive logprob": logprobs_entry("yes", ("yes", 5.0), ("no", 0.1)),  # log(5): a probability above 1
     "top_logprobs not a list": {"token": "yes", "logprob": -0.1, "top_logprobs": 5},
     "entry not an object": "yes",
 }
@@ -203,7 +179,7 @@ def test_malformed_answer_logprobs_are_an_error_verdict(fake: ScriptedModel, cac
     fake.prefill = True
     fake.register()
     fake.answers = {"Is check 1 met?": "yes"}
-    _scripted_logprobs(monkeypatch, {"yes": MALFORMED[case]})
+    scripted_logprobs(monkeypatch, {"yes": MALFORMED[case]})
     result = evaluate(SUMMARY, CHECKLIST.model_copy(update={"questions": CHECKLIST.questions[:1]}), ARTICLE,
                       model=fake.model, cache_dir=str(cache_dir), explain="none", retries=0)
     (verdict,) = result.verdicts
@@ -217,9 +193,9 @@ def test_prefill_answer_neither_yes_nor_no_below_the_floor_is_an_error_verdict(
     fake.prefill = True
     fake.register()
     fake.answers = {"Is check 1 met?": "maybe", "Is check 2 met?": "The"}
-    _scripted_logprobs(monkeypatch, {
-        "maybe": _entry("maybe", ("maybe", 0.9), ("yes", 0.04), ("no", 0.03)),
-        "The": _entry("The", ("The", 0.3), ("yes", 0.28), ("No", 0.25))})
+    scripted_logprobs(monkeypatch, {
+        "maybe": logprobs_entry("maybe", ("maybe", 0.9), ("yes", 0.04), ("no", 0.03)),
+        "The": logprobs_entry("The", ("The", 0.3), ("yes", 0.28), ("No", 0.25))})
     result = evaluate(SUMMARY, CHECKLIST.model_copy(update={"questions": CHECKLIST.questions[:2]}), ARTICLE,
                       model=fake.model, cache_dir=str(cache_dir), explain="none", retries=0)
     below, above = result.verdicts
@@ -301,133 +277,7 @@ def test_invalid_explain_mode_is_a_usage_error() -> None:
 
 # -- the plugin: option, ini, report ---------------------------------------------------------------------------
 
-PROJECT_ANSWERS = {"Is check 1 met?": "yes", "Is check 2 met?": "no"}
 
-TEST_FILE = '''
-import pytest
-from pytest_bineval import Checklist, Question, assert_passes
-
-CHECKLIST = Checklist(task="Summarize.", dimensions={"consistency": "c"}, questions=[
-    Question(id="consistency-1", dimension="consistency", text="Is check 1 met?"),
-    Question(id="consistency-2", dimension="consistency", text="Is check 2 met?")])
-
-def test_judged():
-    assert_passes("A summary.", source="An article.", checklist=CHECKLIST, threshold=0.5)
-'''
-
-
-@pytest.mark.parametrize(("where", "mode"), [("default", "failing"), ("option", "all"), ("ini", "none"),
-                                            ("xdist", "all")])
-def test_explain_option_ini_and_report(pytester: pytest.Pytester, where: str, mode: str) -> None:
-    scripted_project(pytester, provider="efake", answers=PROJECT_ANSWERS,
-                     ini=f"bineval_explain = {mode}" if where == "ini" else "")
-    pytester.makepyfile(test_e=TEST_FILE)
-    args = ["--bineval-report=report.json", "--bineval-cache=off"]
-    if where in ("option", "xdist"):
-        args.append(f"--bineval-explain={mode}")
-    if where == "xdist":  # the option reaches the workers; their records reach the report
-        args += ["-p", "xdist", "-n", "2"]
-    result = pytester.runpytest(*args)
-    result.assert_outcomes(passed=1)
-    (record,) = ReportDocument.load(pytester.path / "report.json").evaluations
-    assert {v.explain for v in record.verdicts} == {mode}
-    explained = {v.question for v in record.verdicts if v.explanation}
-    assert explained == {"all": {"Is check 1 met?", "Is check 2 met?"}, "failing": {"Is check 2 met?"},
-                         "none": set()}[mode]
-    assert record.usage.llm_calls == 2 + len(explained)
-
-
-@pytest.mark.parametrize("mode", EXPLAIN_MODES)
-def test_failure_message_explains_every_failing_question(pytester: pytest.Pytester, mode: str) -> None:
-    scripted_project(pytester, provider="efake", answers={**PROJECT_ANSWERS, "Is check 1 met?": "no"})
-    pytester.makepyfile(test_e=TEST_FILE)
-    result = pytester.runpytest("--bineval-cache=off", f"--bineval-explain={mode}")
-    result.assert_outcomes(failed=1)
-    if mode == "none":  # asked for no explanations: the message says so
-        result.stdout.fnmatch_lines(["*[[]consistency[]] Is check 1 met?",
-                                     "*-> no: (not explained: explain mode none)"])
-    else:
-        result.stdout.fnmatch_lines(["*[[]consistency[]] Is check 1 met?", "*-> no: scripted no for: Is check 1 met?",
-                                     "*[[]consistency[]] Is check 2 met?", "*-> no: scripted no for: Is check 2 met?"])
-
-
-def test_a_judge_that_answers_neither_yes_nor_no_errors_the_test(pytester: pytest.Pytester,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """The error verdict reaches the test as an error (it could not be scored), never a pass."""
-    _scripted_logprobs(monkeypatch, {"maybe": _entry("maybe", ("maybe", 0.9), ("yes", 0.04), ("no", 0.03))})
-    scripted_project(pytester, provider="efake", prefill=True, answers={**PROJECT_ANSWERS, "Is check 1 met?": "maybe"})
-    pytester.makepyfile(test_e=TEST_FILE.replace("threshold=0.5", "threshold=0.0"))
-    result = pytester.runpytest("--bineval-cache=off", "--bineval-explain=none", "-p", "no:cacheprovider")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*neither yes nor no*'maybe'*"])
-
-
-def test_bad_explain_option_is_an_argparse_error(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    result = pytester.runpytest("--bineval-explain=some")
-    assert result.ret != 0
-    result.stderr.fnmatch_lines(["*argument --bineval-explain*invalid choice*"])
-
-
-# -- a run served from the cache imports neither litellm nor a model ---------------------------------------------
-
-CACHED_TEST = '''
-import sys
-import pytest
-from pytest_bineval import assert_passes
-
-@pytest.mark.bineval(task="Summarize the article.")
-@pytest.mark.parametrize("i", range(3))
-def test_cached(i):
-    assert_passes(f"Summary number {i}.", source="An article.", threshold=0.0)
-
-def test_zz_nothing_heavy_was_imported():
-    heavy = [m for m in ("litellm", "llama_cpp", "openai") if m in sys.modules]
-    assert heavy == [], heavy
-'''
-
-
-def test_a_fully_cached_run_imports_no_litellm(pytester: pytest.Pytester) -> None:
-    """First run: a scripted fake stands in for the embedded model (registered under its provider name,
-    ``bineval``) and fills the cache. Second run, in a fresh process whose conftest registers nothing: the
-    default (embedded) model would have to be loaded through litellm for any miss, but every checklist and
-    verdict comes from the cache, so litellm and llama.cpp are never imported (the last test checks
-    sys.modules) and the summary counts 0 requests."""
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    pytester.makeconftest(textwrap.dedent('''
-        from pytest_bineval.testing import ScriptedModel
-
-        ScriptedModel(provider="bineval", prefill=True,
-                      answers={"Does the response meet consistency check 2?": "no"}).register()
-    '''))
-    pytester.makepyfile(test_cached=CACHED_TEST.replace("def test_zz", "def skip_zz"))
-    first = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    first.assert_outcomes(passed=3)
-    pytester.makeconftest("")
-    pytester.makepyfile(test_cached=CACHED_TEST)
-    second = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bineval-report=report.json")
-    second.assert_outcomes(passed=4)
-    second.stdout.fnmatch_lines(["*requests: 0, cache hits: *"])
-    report = ReportDocument.load(pytester.path / "report.json")
-    assert report.totals.llm_calls == 0 and report.totals.cache_hits > 0
-    assert {r.model for r in report.evaluations} == {DEFAULT_MODEL}
-
-
-def test_the_first_cache_miss_imports_litellm(tmp_path: Path) -> None:
-    """The other side: a miss (here a model that is not reachable) does import litellm."""
-    script = textwrap.dedent(f'''
-        import sys
-        from pytest_bineval import DEFAULT_MODEL, Checklist, Question, evaluate
-        checklist = Checklist(task="t", dimensions={{"d": "d"}},
-                              questions=[Question(id="d-1", dimension="d", text="q?")])
-        assert "litellm" not in sys.modules
-        result = evaluate("out", checklist, model="nosuchprovider/x", cache_dir={str(tmp_path / "c")!r}, retries=0)
-        print(json.dumps([result.verdicts[0].answer, "litellm" in sys.modules]))
-    ''').replace("import sys", "import json, sys", 1)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["error", True]
 
 
 def test_cached_verdict_lookup_needs_no_provider(fake: ScriptedModel, cache_dir: Path) -> None:

@@ -1,6 +1,6 @@
-"""Messages a careless user meets (issue 20, items 12-14): an assertion without the input its questions need,
-a threshold key for a dimension the run does not reach, a typo in a dimension's name, copyable test ids, and a
-read-only cache that is not there."""
+"""Usage errors and warnings a careless user meets: an assertion without the input its questions need, a threshold
+key for a dimension the run does not reach, a typo in a dimension's name or one the checklist lacks, copyable test
+ids, a read-only cache that is not there, an output file option naming a directory."""
 
 from __future__ import annotations
 
@@ -97,9 +97,7 @@ def test_the_missing_source_warning_outside_pytest_names_assert_passes(tmp_path:
     assert out.startswith("MissingSourceWarning outside.py assert_passes: 1 question(s) of dimension 'consistency'")
 
 
-@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "2"]], ids=["serial", "xdist"])
-def test_a_threshold_for_a_dimension_this_run_does_not_reach_needs_no_note(pytester: pytest.Pytester,
-                                                                           workers: list[str]) -> None:
+def test_a_threshold_for_a_dimension_this_run_does_not_reach_needs_no_note(pytester: pytest.Pytester) -> None:
     """Bug: ini ``bineval_threshold = "0.3,coherence=0"`` and a -k or single-file run that checks no coherence:
     "... sets a threshold for 'coherence', which no assertion of this run checks; did you mean 'coherence'?". A
     built-in name, or one a collected test's marker defines (deselected by -k), is no typo: no note. A misspelling
@@ -121,8 +119,7 @@ def test_a_threshold_for_a_dimension_this_run_does_not_reach_needs_no_note(pytes
         def test_fluency_again():
             assert_passes("s", dimension="fluency", source="An article.")
     ''')
-    run = pytester.runpytest_subprocess if workers else pytester.runpytest
-    result = run("-k", "fluency", *workers)
+    result = pytester.runpytest("-k", "fluency")
     result.assert_outcomes(passed=2)  # and test_coherence_and_brevity deselected (xdist does not count it)
     out = result.stdout.str()
     assert "'coherence', which" not in out and "'brevity', which" not in out
@@ -221,3 +218,23 @@ def test_an_output_file_option_naming_a_directory_is_a_usage_error_up_front(pyte
     result.stderr.fnmatch_lines([f"ERROR: {option} out: {pytester.path / 'out'} is a directory; give the path of "
                                  f"the file to write in it, e.g. {option} out/{example}"])
     assert "passed" not in result.stdout.str()
+
+
+def test_unknown_dimension_for_the_markers_checklist_is_a_clear_usage_error(pytester: pytest.Pytester) -> None:
+    """Bug: a dimension missing from the marker's checklist raised a raw ValueError with a traceback."""
+    make_project(pytester)
+    pytester.makepyfile('''
+        import pytest
+        from pytest_bineval import assert_passes
+
+        @pytest.mark.bineval(task="Summarize the article.", dimensions=["consistency", "fluency"])
+        def test_dim():
+            assert_passes("A summary.", dimension="relevance")
+    ''')
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "*UsageError: dimension(s) 'relevance' requested but not in the checklist of task 'Summarize the article.'*"
+        "it has 'consistency', 'fluency'*",
+    ])
+    assert "Traceback" not in result.stdout.str()
