@@ -23,6 +23,9 @@ from .kinds import SCORE_KINDS, STRATEGIES, Gate, ScoreKind, Threshold
 from .untrusted import inert
 
 if TYPE_CHECKING:  # a light module at import: a test module imports it when it is collected
+    from collections.abc import Callable
+    from types import TracebackType
+
     from .models import Checklist, Evaluation
     from .report.record import ChecklistStatus, EvaluationRecord, Location
     from .scope import Scope
@@ -197,8 +200,26 @@ def checklist_of_test(scope: Scope) -> Checklist:
     task = _task(None, scope)
     if not task:
         raise NoTaskError(NO_TASK_MESSAGE)  # an error of the test that is counted as not scored
-    checklist, _ = scope.engine.run(scope.achecklist(task, scope.marker.dimensions, strategy="bineval", question=None))
+    achecklist = scope.achecklist
+    try:
+        checklist, _ = scope.engine.run(achecklist(task, scope.marker.dimensions, strategy="bineval", question=None))
+    except Exception as exc:
+        raise exc.with_traceback(_from_coroutine(exc.__traceback__, achecklist))  # noqa: B904 (the same error)
     return checklist
+
+
+def _from_coroutine(tb: TracebackType | None, coroutine: Callable[..., Any]) -> TracebackType | None:
+    """``tb`` from the first frame of ``coroutine`` on: without the frames that ran it from sync code
+    (``run_sync``, ``asyncio.run``, the event loop, the thread of a running loop), which the user would read
+    before the error (about 50 lines of ``asyncio/runners.py`` and ``base_events.py`` under ``--tb=long``).
+    Raised again with it, the error's traceback is the user's call, then the assertion's (hidden) frames, then
+    whatever raised it: an error from deeper in the engine keeps every frame that says where. Unchanged when the
+    coroutine never ran."""
+    code = getattr(coroutine, "__code__", None) or getattr(getattr(coroutine, "__func__", None), "__code__", None)
+    first = tb
+    while first is not None and first.tb_frame.f_code is not code:
+        first = first.tb_next
+    return first if first is not None else tb
 
 
 async def _aassert(req: AssertionRequest) -> Evaluation:
@@ -206,6 +227,11 @@ async def _aassert(req: AssertionRequest) -> Evaluation:
     (outside pytest, the engine made for this call is closed)."""
     __tracebackhide__ = True
     try:
+        batch = req.scope.engine.batch
+        if batch is not None and batch.collecting:  # a first pass of --bineval-batch: nothing raised
+            from .batch.collect import collected
+
+            return await collected(req, _ajudge)
         return await _ajudge(req)
     finally:
         req.scope.release()
@@ -331,9 +357,12 @@ def assert_passes(
 
     request = AssertionRequest.build(output, dimension, source=source, task=task, threshold=threshold,
                                      checklist=checklist, model=model, criteria=criteria, score=score)
-    if not isinstance(request.scope, OutsideScope):  # the run's engine loop: its HTTP clients serve every assertion
-        return request.scope.engine.run(_aassert(request))
-    return run_sync(_aassert(request))
+    # in a test, the run's engine loop: its HTTP clients serve every assertion
+    run = run_sync if isinstance(request.scope, OutsideScope) else request.scope.engine.run
+    try:
+        return run(_aassert(request))
+    except Exception as exc:
+        raise exc.with_traceback(_from_coroutine(exc.__traceback__, _aassert))  # noqa: B904 (the same error)
 
 
 async def assert_passes_async(

@@ -11,9 +11,12 @@ test (never a pass, never a skip). An evaluation that started under the budget f
 budget by what the evaluations in flight at that moment spend. A budget in dollars cannot be kept once a reply
 had no known price: from then on the operations are refused too, saying to give the budget in tokens.
 
-Under pytest-xdist each of the N workers keeps its own count against an equal share (budget / N): the run as a
-whole never passes the budget by more than what the evaluations in flight spend, and a worker whose tests are
-done leaves the rest of its share unused (no file or counter is shared between the workers).
+The budget is kept per process. Under pytest-xdist each of the N workers keeps its own count against an equal share
+(budget / N): the run as a whole never passes the budget by more than what the evaluations in flight spend (one
+per worker and concurrent request), and a worker whose tests are done leaves the rest of its share unused (no file
+or counter is shared between the workers); the summary line says so (``budget $0.0010, $0.0005 per worker (2
+workers, each counting its own)``). Each shard of a CI matrix (a separate pytest run) keeps the whole budget:
+K shards may spend K times it.
 
 A light module: it imports nothing heavy (the options parse the budget text with it).
 """

@@ -26,6 +26,7 @@ from .errors import (
 )
 from .llm.client import LLMClient
 from .llm.local import is_embedded
+from .llm.seam import Deferred
 from .models import STRATEGIES, Checklist, Question, Usage
 from .prompting import load_prompt, prompt_version
 from .qworld import QworldConfig
@@ -202,6 +203,7 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
     catalogue = catalogue_summary() if offer else NO_CHECKS
     attached: list[dict[str, Any]] = []
     refused: list[str] = []
+    deferred: Deferred | None = None
     for name, definition in dims.items():
         messages = load_prompt("questions").messages(
             task=task,
@@ -216,6 +218,9 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
                 messages, schema_name="questions", schema=schema, validate=_questions, max_tokens=900,
                 sampling=sampling,
             )
+        except Deferred as exc:  # --bineval-batch's first pass: every dimension's request is recorded at once
+            deferred = exc
+            continue
         except CallError as exc:
             raise ChecklistGenerationError(
                 f"step 2 (questions for dimension {name!r}) failed with {client.model}: {inert(exc.cause)}"
@@ -239,6 +244,8 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
             raise ChecklistGenerationError(
                 f"dimension {name!r} got no question that is not a duplicate of another dimension's"
             )
+    if deferred is not None:
+        raise ChecklistGenerationError(f"step 2 (questions) with {client.model}: {deferred.cause}") from deferred
     if refused:
         import warnings
 

@@ -588,6 +588,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="show the server's own output (llama.cpp's model loading, a line per request)")
     p.set_defaults(func=cmd_serve)
 
+    from .batch.cli import add_batch_parser
+
+    add_batch_parser(sub)
     from .bench.perf import add_perf_parser
     from .bench.qworld_measure import add_qworld_parser
     from .bench.scale import add_scale_parser

@@ -31,6 +31,7 @@ from .llm.http import HttpClients
 from .llm.local import is_embedded
 from .llm.negotiation import FormatNegotiator
 from .llm.retry import RetryPolicy
+from .llm.seam import RequestSeam
 from .models import Checklist, ConfirmCost, Evaluation, ExplainMode, Usage, Verdict
 from .prompting import Prompt, load_judge_prompt
 from .qworld import QworldConfig, parse_widths
@@ -69,6 +70,8 @@ class Engine:
             cache = reply_cache(self.settings)
         self.cache = cache
         self.ledger = ledger if ledger is not None else RunLedger()
+        if cache is not None:  # a refused (unsigned or forged) entry is counted where the run's usage is
+            cache.on_rejected = lambda: self.ledger.add(RunLedger(cache_rejected=1))
         s = self.settings
         self.budget: Budget | None = None
         if s.budget is not None:
@@ -80,6 +83,7 @@ class Engine:
         self._runners_lock = threading.Lock()
         # an engine dropped without close(): its loops and clients are closed when it is collected
         weakref.finalize(self, _close_loops, self._runners, self.http, self._runners_lock)
+        self.batch: RequestSeam | None = None  # --bineval-batch: set by pytest_bineval.batch, given to every client
         self._judge_prompt: Prompt | None = None
         self._similarity: dict[tuple[str, float | None], Similarity | None] = {}  # loaded once (MiniLM: 90 MB)
         if self.settings.judge_prompt is not None:
@@ -140,7 +144,7 @@ class Engine:
             ModelSettings(model=model, temperature=s.temperature, timeout=s.timeout, retries=s.retries,
                           api_base=s.api_base, extra=dict(s.extra), repeat=repeat,
                           replay=s.cache == "replay", stream=s.stream),
-            self.cache, formats=self.formats, deadline=deadline, http=self.http,
+            self.cache, formats=self.formats, deadline=deadline, http=self.http, batch=self.batch,
         )
 
     def assertion_deadline(self) -> float:

@@ -341,6 +341,8 @@ class Usage(BaseModel):
                                                              "after the answer, a server that sends none) or was "
                                                              "impossible (negative, fractional, absurd counts): their "
                                                              "tokens are estimated")
+    batch_requests: Count = Field(default=0, description="of the requests, those sent through a provider's batch "
+                                                         "API (--bineval-batch), priced at its batch price")
     seconds: float = Field(default=0.0, ge=0.0)
     structured_output: dict[str, str] = Field(
         default_factory=dict,
@@ -374,6 +376,7 @@ class Usage(BaseModel):
             cost_usd=cost,
             unpriced_requests=self.unpriced_requests + other.unpriced_requests,
             estimated_requests=self.estimated_requests + other.estimated_requests,
+            batch_requests=self.batch_requests + other.batch_requests,
             seconds=self.seconds + other.seconds,
             structured_output=forms,
             below_cache_minimum=_added(self.below_cache_minimum, other.below_cache_minimum),
@@ -396,6 +399,7 @@ class Usage(BaseModel):
             cost_usd=cost,
             unpriced_requests=self.unpriced_requests - before.unpriced_requests,
             estimated_requests=self.estimated_requests - before.estimated_requests,
+            batch_requests=self.batch_requests - before.batch_requests,
             seconds=self.seconds - before.seconds,
             structured_output={m: f for m, f in self.structured_output.items()
                                if before.structured_output.get(m) != f},

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from .batch.options import BATCH_SPECS, DEFAULT_TIMEOUT, BatchFailures, check_batch
 from .errors import UsageError
 from .judge_cli import parse_kappa
 from .kinds import FAIL_ON, GATES, PIN_UPDATES, FailOn, Gate, PinUpdate
@@ -47,6 +48,9 @@ class Options:
     github: str = "auto"  # auto (GITHUB_ACTIONS=true), on, off
     labels: str | None = None  # --bineval-labels FILE: people's labels of verdicts (pytest_bineval.labels)
     trust_kappa: float | None = None  # --bineval-trust-kappa K: the gate trusts dimensions with kappa >= K only
+    batch: bool = False  # --bineval-batch (pytest_bineval.batch)
+    batch_timeout: float = DEFAULT_TIMEOUT
+    batch_failures: BatchFailures = "direct"
 
 
 def parse_threshold(text: str) -> float | dict[str, float]:
@@ -176,7 +180,7 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
                "whose kappa against the labels is at least K, and says which it did not trust",
                parse_kappa, "K", "none"),
 )
-SPECS: tuple[OptionSpec, ...] = (*SETTING_SPECS, *PLUGIN_SPECS)
+SPECS: tuple[OptionSpec, ...] = (*SETTING_SPECS, *PLUGIN_SPECS, *BATCH_SPECS)
 
 
 # A valued option's ini key takes a string everywhere, and in pytest 9's native ``[tool.pytest]`` TOML table also an
@@ -275,8 +279,10 @@ def read_options(config: pytest.Config) -> Options:
         if value is not None:
             values[spec.attr] = value
     setting_names = {f.name for f in fields(Settings)}
-    try:  # settings that do not combine (confirm and repeats), a signing secret a writing run lacks
+    try:  # settings that do not combine (confirm and repeats; the batch and the cache mode), a signing secret a
+        # writing run lacks
         settings = Settings(**{k: v for k, v in values.items() if k in setting_names})
+        check_batch(bool(values.get("batch")), settings.cache)
         cache_signing(settings.cache_key_env, settings.cache)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -8,13 +8,14 @@ The session's service (its engine) is made when a test first needs it.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from . import outputs
 from .errors import BinevalAssertionError, BinevalError, BinevalJudgeError
+from .interrupt import TermAsInterrupt
 from .markers import MARKER_HELP, MarkerArgs, read_marker
 from .options import Options, add_options, put_paths_back, read_options
 from .outputs.base import output_log
@@ -31,6 +32,9 @@ CONTEXT = pytest.StashKey["TestContext"]()
 DEFINED = pytest.StashKey[set[str]]()  # the dimensions the markers of the collected tests name (before -k / -m)
 OPTIMIZER = pytest.StashKey[Any]()  # the --bineval-optimize loop (optimize.rerun.OptimizeRunner), on the controller
 LABELS = pytest.StashKey["RunLabels"]()  # --bineval-labels, read at configure on the controller
+TERM = pytest.StashKey[TermAsInterrupt]()  # SIGTERM as Ctrl-C, from configure to unconfigure
+RUN_ID = pytest.StashKey[str]()  # pytest-xdist's testrun uid, on the controller (see shared_checklists)
+WORKERS = pytest.StashKey[int]()  # pytest-xdist's worker count, on the controller (each kept budget / N)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,6 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:coroutine '.*acompletion' was never awaited:RuntimeWarning")
     options = read_options(config)
     config.stash[OPTIONS] = options
+    term = config.stash[TERM] = TermAsInterrupt()
+    term.install()  # SIGTERM (a CI cancel or timeout) writes the partial report as Ctrl-C does
     if options.settings.judge_prompt is not None or (options.baseline and not _is_worker(config)):
         _service(config)  # files read up front: an unreadable one is a usage error before any test runs
     if (options.labels or options.trust_kappa is not None) and not _is_worker(config):
@@ -66,15 +72,21 @@ def pytest_configure(config: pytest.Config) -> None:
     if options.optimize and not _is_worker(config):
         from .optimize.rerun import OptimizeRunner
 
-        def show(line: str) -> None:
-            reporter = config.pluginmanager.get_plugin("terminalreporter")
-            if reporter is not None:
-                reporter.write_line(line)
-
         runner = OptimizeRunner(lambda: _service(config).ledger, lambda: _service(config).engine, config.rootpath,
-                                options.max_iterations, show=show)
+                                options.max_iterations, show=_writer(config))
         config.stash[OPTIMIZER] = runner
         config.pluginmanager.register(runner, "bineval-optimize")
+
+
+def _writer(config: pytest.Config) -> Callable[[str], None]:
+    """A line on the terminal (nothing when there is no terminal reporter)."""
+
+    def show(line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+
+    return show
 
 
 def _read_labels(config: pytest.Config, options: Options) -> RunLabels | None:
@@ -87,6 +99,37 @@ def _read_labels(config: pytest.Config, options: Options) -> RunLabels | None:
         raise pytest.UsageError(str(exc)) from None
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """--bineval-batch: the provider's batch API is checked before anything runs (before pytest-xdist's workers)."""
+    config = session.config
+    options = config.stash.get(OPTIONS, None)
+    if options is None or not options.batch or _is_worker(config) or config.option.collectonly:
+        return
+    from .batch.passes import check_batch_api
+
+    try:
+        check_batch_api(_service(config).engine)
+    except BinevalError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
+    """--bineval-batch: the first passes and their batches come before the run's own loop (:mod:`.batch.passes`)."""
+    config = session.config
+    options = config.stash.get(OPTIONS, None)
+    batch = None
+    if options is not None and options.batch and not config.option.collectonly:
+        from .batch.passes import start
+
+        batch = start(session, _service(config), options, _writer(config))
+    try:
+        return (yield)
+    finally:
+        if batch is not None:
+            batch.finish(_service(config))
+
+
 def _service(config: pytest.Config) -> BinevalService:
     """The session's service (one engine), made on first use."""
     service = config.stash.get(SERVICE, None)
@@ -96,6 +139,8 @@ def _service(config: pytest.Config) -> BinevalService:
         try:
             workers = int(getattr(config, "workerinput", {}).get("workercount", 1) or 1)
             service = BinevalService.create(config.stash[OPTIONS], config.rootpath, workers=workers)
+            if _is_worker(config):  # a checklist generated once per run, not once per worker (or replaced worker)
+                service.share(str(config.workerinput["testrunuid"]))  # type: ignore[attr-defined]
             if not _is_worker(config):  # the controller compares the merged records with the baseline
                 service.load_baseline()
         except BinevalError as exc:  # e.g. an unreadable --bineval-judge-prompt or --bineval-baseline
@@ -108,6 +153,9 @@ def _service(config: pytest.Config) -> BinevalService:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    term = config.stash.get(TERM, None)
+    if term is not None:
+        term.restore()
     service = config.stash.get(SERVICE, None)
     if service is not None:
         service.close()
@@ -223,10 +271,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     ctx = item.stash.get(CONTEXT, None)
-    if ctx is not None and report.when == "teardown" and _is_worker(item.config):
+    if ctx is not None and report.when in ("call", "teardown") and _is_worker(item.config):
         from .report.relay import WorkerRelay
 
-        report.bineval_progress = WorkerRelay.progress(ctx.nodeid, ctx.service.ledger, ctx.found)  # see relay
+        # see relay; after the call too: a worker holds its last test's teardown until it gets another test or
+        # is shut down, and an interrupted worker (SIGTERM or Ctrl-C to the process group) gets neither
+        report.bineval_progress = WorkerRelay.progress(ctx.nodeid, ctx.service.ledger, ctx.found)
     if ctx is None or report.when == "teardown":
         return report
     excinfo = call.excinfo
@@ -279,7 +329,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if _is_worker(config):  # pytest-xdist: the controller merges what workers send
         if service is not None:
             config.workeroutput["bineval"] = service.ledger.dumps()  # type: ignore[attr-defined]
+            service.close()  # now: a worker may be ended before its unconfigure (the cache's writes must be merged)
         return
+    run = config.stash.get(RUN_ID, None)
+    if run is not None and options is not None:  # the workers are done: their shared checklists go
+        from .session import BinevalService
+        from .shared_checklists import remove
+
+        remove(BinevalService.cache_dir_of(options, config.rootpath), run)
     if options is None or (service is None and not (options.report or options.html)):
         return  # nothing ran through pytest-bineval (--collect-only) and no report file was asked for
     service = _service(config)
@@ -295,7 +352,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         service.regressions = regressions
     if regressions is not None and regressions.failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --bineval-fail-on-regression
-    document = service.report_document(optimized, partial=_partial_reason(session))
+    document = service.report_document(optimized, partial=_partial_reason(session),
+                                       workers=config.stash.get(WORKERS, 1))
     if calibration is not None:
         document = document.model_copy(update={"calibration": calibration})
     config.hook.pytest_bineval_finished(config=config, document=document)
@@ -306,6 +364,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def _partial_reason(session: pytest.Session) -> str | None:
     """Why the run did not run every collected test (Ctrl-C, -x/--maxfail, an internal error), or None."""
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        term = session.config.stash.get(TERM, None)
+        if term is not None and term.received:
+            return "interrupted (SIGTERM)"
         stop = session.shouldstop or session.shouldfail
         return f"interrupted: {stop}" if isinstance(stop, str) and stop else "interrupted (Ctrl-C or pytest.exit)"
     if session.exitstatus == pytest.ExitCode.INTERNAL_ERROR:
@@ -330,6 +391,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def _worker_id(node: Any) -> str:
     return str(getattr(node, "workerinput", {}).get("workerid") or getattr(getattr(node, "gateway", None), "id", "?"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """The controller keeps the run's id: its workers' shared checklists go when the run ends."""
+    node.config.stash[RUN_ID] = str(node.workerinput["testrunuid"])
+    node.config.stash[WORKERS] = int(node.workerinput.get("workercount", 1) or 1)
 
 
 @pytest.hookimpl(optionalhook=True)

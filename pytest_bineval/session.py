@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from .report.document import OptimizeOutcome, ReportDocument, ReportSettings
 from .report.ledger import RunLedger
 from .report.record import ChecklistStatus, EvaluationRecord, JudgedBy, RecordRequest, UnscoredTest
 from .report.relay import WorkerRelay
+from .shared_checklists import SharedChecklists, run_directory
 
 
 @dataclass
@@ -131,6 +132,7 @@ class BinevalService:
     regressions: RegressionReport | None = None  # this run vs the baseline, made by compare()
     attempts: dict[str, int] = field(default_factory=dict)  # contexts made per running test (re-runs make more)
     relay: WorkerRelay = field(default_factory=WorkerRelay)  # pytest-xdist: what workers reported, test by test
+    shared: SharedChecklists | None = None  # pytest-xdist workers: a checklist generated once per run (share())
     _memo: dict[tuple[Any, ...], Checklist] = field(default_factory=dict)
     # when this session started: a pin entry written since then was written in this run (see pins.pin_in_run)
     started_ns: int = field(default_factory=time.time_ns)
@@ -146,14 +148,18 @@ class BinevalService:
     def records(self) -> list[EvaluationRecord]:
         return self.ledger.records
 
+    @staticmethod
+    def cache_dir_of(options: Options, rootpath: Path) -> Path:
+        """``--bineval-cache-dir``: relative to the rootdir unless absolute."""
+        cache_dir = Path(os.path.expanduser(options.settings.cache_dir))
+        return cache_dir if cache_dir.is_absolute() else rootpath / cache_dir
+
     @classmethod
     def create(cls, options: Options, rootpath: Path, *, workers: int = 1) -> BinevalService:
         """Paths of the options are resolved against the rootdir (not the current directory); ``workers``: the
         pytest-xdist workers of the run (each keeps budget / workers, see :mod:`.budget`)."""
         s = options.settings
-        cache_dir = Path(os.path.expanduser(s.cache_dir))
-        if not cache_dir.is_absolute():
-            cache_dir = rootpath / cache_dir
+        cache_dir = cls.cache_dir_of(options, rootpath)
         judge_prompt = None
         if s.judge_prompt is not None:
             path = Path(os.path.expanduser(s.judge_prompt))
@@ -219,9 +225,22 @@ class BinevalService:
         """The checklist of ``task`` (or ``question``'s criteria), generated once per session."""
         key = self._memo_key(task, dims, strategy, question)
         if key not in self._memo:
-            self._memo[key] = await self.engine.achecklist(task, dims, strategy=strategy, question=question)
-            self.add(RunLedger(checklists_generated=1))
+            def generate() -> Awaitable[Checklist]:
+                return self.engine.achecklist(task, dims, strategy=strategy, question=question)
+
+            if self.shared is None:
+                checklist, generated = await generate(), True
+            else:  # another worker of this run may be generating it, or have: generated once
+                checklist, generated = await self.shared.once(key, generate)
+            self._memo[key] = checklist
+            if generated:
+                self.add(RunLedger(checklists_generated=1))
         return self._memo[key]
+
+    def share(self, run: str) -> None:
+        """A pytest-xdist worker of run ``run`` (its testrun uid): checklists are generated once per run
+        (:mod:`.shared_checklists`)."""
+        self.shared = SharedChecklists(run_directory(self.engine.settings.cache_dir, run))
 
     async def achecklist_for(self, ctx: TestContext, task: str, dimensions: DimensionsArg, *,
                              strategy: str = "bineval",
@@ -305,15 +324,16 @@ class BinevalService:
                                    stream=self.engine.settings.stream)
 
     def report_document(self, optimized: list[OptimizeOutcome] | None = None, *,
-                        partial: str | None = None) -> ReportDocument:
+                        partial: str | None = None, workers: int = 1) -> ReportDocument:
         """The run's finished document: what every output reads (built once, at the end of the run);
-        ``partial``: why the run was cut short, if it was."""
+        ``partial``: why the run was cut short, if it was; ``workers``: the pytest-xdist workers of the run (each
+        kept its share of the budget)."""
         s = self.engine.settings
         settings = ReportSettings(model=s.judge_model, checklist_model=s.generator_model, cache=s.cache,
                                   temperature=s.temperature, concurrency=s.concurrency, timeout=s.timeout,
                                   retries=s.retries, judge_prompt=self.options.settings.judge_prompt,
                                   repeats=s.repeats, gate=self.options.gate,
-                                  budget=s.budget)
+                                  budget=s.budget, budget_workers=workers if s.budget is not None else 1)
         notes = [*self.engine.cache_notes(), *self.ledger.threshold_notes(self.options.threshold)]
         if self.options.fail_on_regression and not self.options.baseline:
             notes.append("bineval: --bineval-fail-on-regression without --bineval-baseline: nothing was compared")

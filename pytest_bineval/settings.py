@@ -189,7 +189,8 @@ class Settings:
     budget: str | None = field(default=None, metadata=_opt(
         "stop spending once this much is spent (checklists and judging): dollars (0.50 or $0.50, litellm's prices) "
         "or tokens (200000tok, 200ktok, 2Mtok) for models without a price; the evaluations after that are errors "
-        "saying so, never passes; under pytest-xdist each of N workers keeps to budget / N", budget_value,
+        "saying so, never passes. The budget is kept per process: under pytest-xdist each of N workers keeps to "
+        "budget / N (the summary says the share); each shard of a CI matrix keeps the whole budget", budget_value,
         "AMOUNT", shown="none"))
     extra: dict[str, Any] = field(default_factory=dict)  # extra litellm parameters (Python API only)
     budget_workers: int = 1  # the processes sharing the budget (pytest-xdist workers): each keeps budget / N

@@ -257,3 +257,38 @@ def test_summary():
     output = "A summary. " + ("COPY" if "Copy every number" in made_with else "")
     assert_passes(output, dimension="consistency", source="An article.", threshold=1.0)
 '''
+
+
+def terminate_after(pytester: pytest.Pytester, passed: int, *, group: bool, wait: float = 240) -> tuple[int, str]:
+    """Run pytest under ``-n 2`` (``-v``, the JSON and HTML reports and JUnit on) in a subprocess, send it SIGTERM
+    once the controller has heard of ``passed`` passing tests (to the controller, or to its whole process group as
+    a CI runner does), and return its exit code and output. ``wait``: a bound on the wait, not a timing assertion."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = pytester.path / "out.txt"
+    with out.open("wb") as log:
+        proc = pytester.popen([sys.executable, "-u", "-m", "pytest", "-p", "xdist", "-n", "2", "-v",
+                               "--bineval-cache=off", "--bineval-report=report.json", "--bineval-html=report.html",
+                               "--junitxml=junit.xml"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+        def heard() -> int:  # -v: "[gw0] [ 16%] PASSED test_x.py::test_y"
+            return out.read_text(encoding="utf-8", errors="replace").count(" PASSED ")
+
+        try:
+            deadline = time.monotonic() + wait
+            while heard() < passed and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert proc.poll() is None and heard() == passed, "the run never got that far"
+            if group:
+                os.killpg(proc.pid, signal.SIGTERM)
+            else:
+                proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=180)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return proc.returncode, out.read_text(encoding="utf-8", errors="replace")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
 from ..settings import SETTING_SPECS, add_setting_arguments, positive_int, settings_from_args
 from .rubrics import RUBRICS, add_rubric_arguments
 from .specs import CUSTOM, METHODS, CustomData, dataset_names
@@ -157,6 +158,9 @@ def add_bench_parser(sub: Any) -> None:
                           help="rounds of every variant; the medians are shown (default: 3)")
     # --model, --api-base, --cache, --cache-dir, --concurrency, ...: the engine's Settings, defaults and all
     add_setting_arguments(p.add_argument_group("model and cache"))
+    from ..batch.options import add_batch_arguments
+
+    add_batch_arguments(p.add_argument_group("batch API (the runs over a data set; not rubrics, checks or cost)"))
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
 
@@ -273,9 +277,13 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark, write ``<dataset>-<model>.json`` / ``.md`` to ``--out``, print the table."""
+    from ..batch.options import batch_options
     from .report import render_markdown, result_document, write_results
     from .runner import run_bench
 
+    batch = batch_options(args)
+    if batch is not None and args.dataset in (RUBRICS, CHECKS, COST):
+        raise UsageError(f"--batch is for the runs over a data set (summeval, qags, custom, ...), not {args.dataset}")
     if args.dataset == RUBRICS:
         from .rubrics import cmd_rubrics
 
@@ -297,7 +305,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         return cmd_overhead(args)
     config = config_from_args(args)
-    result = result_document(asyncio.run(run_bench(config)))
+    if batch is not None:  # --batch: the same runs, their requests through the provider's batch API
+        from .batched import run_bench_batched
+
+        result = result_document(run_bench_batched(config, batch)[0])
+    else:
+        result = result_document(asyncio.run(run_bench(config)))
     markdown = render_markdown(result)
     json_path, md_path = write_results(result, markdown, args.out)
     sys.stdout.write(markdown)

@@ -313,7 +313,8 @@ def cost_markdown(rows: Sequence[CostRow], model: str, load_before: str, load_af
               "|---|---|---:|---:|---:|---:|---|"]
     for r in rows:
         note = r.error or (f"{r.failures} failed calls" if r.failures else "")
-        lines.append(f"| {r.variant} | {r.question} | {r.calls} | {r.prompt_tokens + r.completion_tokens:,} | "
+        question, note = (" ".join(text.replace("|", "\\|").split()) for text in (r.question, note))  # one cell each
+        lines.append(f"| {r.variant} | {question} | {r.calls} | {r.prompt_tokens + r.completion_tokens:,} | "
                      f"{r.seconds:.1f} | {r.criteria} | {note} |")
     lines += ["", "The paper's Table 7 (HealthBench, 100 questions, GPT-4.1 generator), per question:", "",
               "| method | calls | total tokens |", "|---|---:|---:|"]

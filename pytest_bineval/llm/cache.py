@@ -155,6 +155,8 @@ class ResponseCache:
     def _init_signing(self, signing: Signing | None) -> None:
         self.signing = signing
         self.rejected = 0  # entries not used: unsigned or forged (with signing on)
+        # called once per refused entry (the engine counts it into its ledger, so the run's summary and report say it)
+        self.on_rejected: Callable[[], None] | None = None
         self._unchecked_said = False
 
     @property
@@ -231,6 +233,8 @@ class ResponseCache:
     def _rejected(self, key: str, why: str) -> None:
         """An unsigned or forged entry: a miss, counted, said once per process."""
         self.rejected += 1
+        if self.on_rejected is not None:
+            self.on_rejected()
         if self.rejected == 1:
             assert self.signing is not None
             then = "asked again and its reply stored signed" if self.writes else "asked again"

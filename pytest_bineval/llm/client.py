@@ -47,6 +47,7 @@ from .parsing import (
 )
 from .providers import continues_prefill, ensure_provider, warm_up
 from .retry import RetryPolicy, classify, retry_after
+from .seam import RequestSeam
 from .streaming import CLOSED, NoStream, Streamed, read_stream, refuses_stream
 from .transports import transport_for
 
@@ -193,12 +194,13 @@ class LLMClient:
 
     def __init__(self, settings: ModelSettings, cache: ResponseCache | None, *,
                  formats: FormatNegotiator | None = None, deadline: float | None = None,
-                 http: HttpClients | None = None) -> None:
+                 http: HttpClients | None = None, batch: RequestSeam | None = None) -> None:
         self.settings = settings
         self.cache = cache
         self.formats = formats or FormatNegotiator()
         self.http = http or HttpClients()  # the engine's (pooled per event loop); a client of its own has its own
         self._memory = cache  # where learned structured-output forms are kept across runs (uncached() keeps it)
+        self.batch = batch  # --bineval-batch: asked before every request (see .seam)
         # shared with the copies of uncached(): a deadline moved by a provider set-up moves for all of them
         self._deadline: list[float | None] = [deadline]
 
@@ -238,10 +240,11 @@ class LLMClient:
         """Whether a streamed request of this model would be its first (whether it streams is not known yet)."""
         return self.may_stream() and self.formats.streaming.streams(self.settings.model) is None
 
-    def uncached(self) -> LLMClient:
+    def uncached(self, *, batch: bool = True) -> LLMClient:
         """This client without the reply cache (for callers that cache a result of several requests); it shares
-        the negotiation state and the deadline."""
-        client = LLMClient(self.settings, None, formats=self.formats, http=self.http)
+        the negotiation state and the deadline, and the batch seam unless ``batch`` is False."""
+        client = LLMClient(self.settings, None, formats=self.formats, http=self.http,
+                           batch=self.batch if batch else None)
         client._deadline = self._deadline
         client._memory = self._memory
         return client
@@ -406,6 +409,10 @@ class LLMClient:
         model = self.settings.model
         if self.settings.replay:  # every cache lookup came first and missed
             raise CallError(REPLAY_MISS, Usage())
+        if self.batch is not None:  # --bineval-batch: a reply a batch brought, or the request recorded for one
+            answered = await self.batch.answer(self, request, read, schema=schema, cache_prefix=cache_prefix)
+            if answered is not None:
+                return answered
         # Here, after any cache lookup: a run served from the cache never imports litellm. The set-up (litellm's
         # cold import takes seconds, more on a loaded machine; the embedded model's load) happens before a request
         # can be sent, so it does not count against the deadline: the deadline moves by the time it took (the

@@ -177,12 +177,19 @@ def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]
     return out
 
 
+SUMMARY_LIMIT = 900_000  # bytes (UTF-8) at most: GitHub takes 1 MiB of a step's summary; the rest for other tools
+SUMMARY_WHERE = "the JSON report (`--bineval-report`) and the HTML report (`--bineval-html`)"
+
+
 def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regressions: RegressionReport | None = None,
                  failed_tests: Collection[str] | None = None, *, partial: str | None = None,
-                 calibration: Calibration | None = None) -> str:
+                 calibration: Calibration | None = None, limit: int = SUMMARY_LIMIT) -> str:
     """The markdown job summary: a headline, each failing or regressed evaluation (scores vs thresholds,
     failing questions with explanations, changes against the baseline), the run's totals. ``failed_tests``: as
-    for :func:`workflow_commands`."""
+    for :func:`workflow_commands`. At most ``limit`` bytes: the lists of tests added and removed, the unstable
+    questions, then the tests' detail (the last first) are cut to fit (:mod:`.bounded`), and the summary says so."""
+    from .bounded import Section, fit
+
     diffs = {d.key: d for d in regressions.compared} if regressions is not None else {}
     drops = {d.key for d, _ in regressions.score_drops()} if regressions is not None else set()
     noteworthy = ("regression", "unstable flip", "judge error")
@@ -213,14 +220,17 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
         if regressions.failed and reason:
             out += ["", f"**Session failed**: {md(reason)}"]
     out.append("")
-    for rec in sorted(shown, key=lambda r: r.key):
-        out += _test_block(rec, diffs.get(rec.key))
+    sections = [Section(out)]
+    sections += [Section(_test_block(rec, diffs.get(rec.key)), "the detail of the failing and changed tests", 2)
+                 for rec in sorted(shown, key=lambda r: r.key)]
     if regressions is not None and (regressions.added or regressions.removed):
-        out.append("Tests added: " + (", ".join(md(e.key) for e in regressions.added) or "none") + ".  ")
-        out.append("Tests removed: " + (", ".join(md(e.key) for e in regressions.removed) or "none") + ".")
-        out.append("")
+        sections.append(Section([
+            "Tests added: " + (", ".join(md(e.key) for e in regressions.added) or "none") + ".  ",
+            "Tests removed: " + (", ".join(md(e.key) for e in regressions.removed) or "none") + ".", ""],
+            "the tests added and removed", 0))
     unstable = [(r, v) for r in records for v in r.unstable()]
     if unstable:
+        out = []
         why = ("the judge's asks gave both answers, and none won (--bineval-confirm)"
                if any(v.confirmation is not None for _, v in unstable) else "the judge's repeats gave both answers")
         out.append(f"Unstable questions ({why}): {len(unstable)}")
@@ -228,12 +238,13 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
         out += [f"- {md(r.key)} \\[{md(v.dimension)}\\] {md(v.question)}: {v.asks.count('yes')} of "
                 f"{len(v.asks)} yes" for r, v in unstable]
         out.append("")
+        sections.append(Section(out, "the unstable questions", 1))
     if calibration is not None:
         from ..calibrate import calibration_markdown
 
-        out += [*calibration_markdown(calibration), ""]
+        sections.append(Section([*calibration_markdown(calibration), ""], "the judge's agreement with the labels", 3))
     cost = cost_text(totals.cost_usd, totals.unpriced_requests)
-    out += [
+    out = [
         "### Totals",
         "",
         "| evaluations | questions | requests (failed) | cache hits | tokens (prompt + completion) | cost "
@@ -245,12 +256,18 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
         f"{totals.unpinned_checklists} |",
         "",
     ]
+    if totals.batch_requests:
+        from .batch import batched_text
+
+        out += [batched_text(totals.batch_requests), ""]
     if regressions is not None and (f := regressions.confirmation) is not None:
         out += [f"Of which confirming the flips: {_n(f.flips, 'flip')} to confirm by re-asking about both runs, "
                 f"{_n(f.reasks, 'fresh ask')} ({_n(f.requests, 'request')}, {_n(f.cache_hits, 'cache hit')})."
                 if f.engine else f"{_n(f.flips, 'flip')} not re-asked: no judge here (bineval report "
                 "--confirm-flips re-asks them).", ""]
-    return "\n".join(out)
+    sections.append(Section(out))
+    return fit(sections, limit, where=SUMMARY_WHERE, size=lambda text: len(text.encode("utf-8")),
+               limit_text=f"the size GitHub takes of a job summary (1 MiB; this one keeps under {limit:,} bytes)")
 
 
 def append_summary(path: str, text: str) -> None:

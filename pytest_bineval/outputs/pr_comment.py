@@ -23,6 +23,7 @@ import pytest
 
 from ..files import write_text_atomic
 from ..untrusted import show_controls
+from .bounded import Section, fit
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,7 +32,12 @@ if TYPE_CHECKING:
     from ..report.document import ReportDocument
     from ..report.record import SourceDocument
 
-ROWS = 30  # rows per table; a GitHub comment holds at most 65,536 characters
+ROWS = 30  # rows per table
+LIMIT = 60_000  # characters of the body at most: a GitHub comment holds 65,536 (the margin: a bot's own header)
+WHERE = ("the JSON report (`--bineval-report`), the HTML report (`--bineval-html`) and the job summary "
+         "(`--bineval-github`)")
+# the sections cut to fit LIMIT, the first first: per-test detail, long outputs and flip lists before what decides
+_SCORES, _NOISE, _SOURCES, _OUTPUTS, _UNSTABLE, _ERRORS, _CALIBRATION, _UNSETTLED, _SUITE, _CASE_TABLE = range(10)
 
 
 def md(text: str) -> str:
@@ -63,8 +69,9 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _code(text: str) -> str:
-    """A test id or key as inline code (backticks in it cannot end the span: they become quotes)."""
-    return "`" + " ".join(text.replace("`", "'").split()) + "`"
+    """A test id or key as inline code in a table cell (backticks in it cannot end the span: they become quotes; a
+    ``|`` is escaped, as GFM splits a row at every unescaped ``|``, in a code span too, and shows ``\\|`` as ``|``)."""
+    return "`" + " ".join(text.replace("`", "'").replace("|", "\\|").split()) + "`"
 
 
 OUTPUT_IN_COMMENT = 1500  # characters of each output shown side by side in the comment
@@ -102,19 +109,20 @@ def _reasked(c: QuestionChange) -> str:
     return f"now {' '.join(f.new) or '-'} / baseline {' '.join(f.baseline) or '-'}"
 
 
-def _case(d: EvaluationDiff) -> list[str]:
-    """A regressed case: its parameters, its flipped questions with their re-asks, and its outputs."""
+def _case(d: EvaluationDiff) -> list[Section]:
+    """A regressed case: its parameters (never cut), its flipped questions with their re-asks, and its outputs
+    (cut sooner)."""
     from .terminal import FLIP_LABELS
 
     out = ["", f"#### {_code(d.key)}", "", f"Since the baseline: {md(d.inputs)}.", ""]
     if d.params:
         out += [f"- `{md(k)}` = {md(v)}" for k, v in d.params.items()]
         out.append("")
-    out += _table(["dimension", "question", "answer", "re-asked", "verdict", "explanation now"], [
+    table = _table(["dimension", "question", "answer", "re-asked", "verdict", "explanation now"], [
         [md(c.dimension), md(c.question), f"{c.before} → {c.after}", _reasked(c),
          FLIP_LABELS[c.flip.status] if c.flip is not None else "-", md(c.explanation) or "-"] for c in d.flips()])
-    out += ["", *_outputs(d)]
-    return out
+    return [Section(out), Section(table, "the regressed cases' flipped questions", _CASE_TABLE),
+            Section(["", *_outputs(d)], "the regressed cases' outputs", _OUTPUTS)]
 
 
 def _suite(diff: RegressionReport) -> list[str]:
@@ -173,53 +181,54 @@ def _sources(diff: RegressionReport) -> list[str]:
     return out
 
 
-def _comparison(diff: RegressionReport) -> list[str]:
+def _comparison(diff: RegressionReport) -> list[Section]:
     """The sections of the comparison with the baseline: the confirmed regressions case by case, the suite per
     dimension, the flips not settled, the judge's noise, the score changes and the other answer changes."""
     from .terminal import flip_note
 
-    out: list[str] = []
+    out: list[Section] = []
     cases = diff.regressed_cases()
-    out += ["", "### Regressed cases (confirmed)", ""]
+    head = ["", "### Regressed cases (confirmed)", ""]
     if cases:
         c = diff.confirmation
         how = (f"re-asked about both outputs ({c.asks} asks of each at most, {c.tolerance} against the flip "
                "allowed)" if c is not None else "decided by a check in code")
-        out.append(f"A question answered yes in the baseline and no now, {how}, kept its answer:")
+        out.append(Section([*head, f"A question answered yes in the baseline and no now, {how}, kept its answer:"]))
         for d in cases[:ROWS]:
             out += _case(d)
         if len(cases) > ROWS:
-            out.append(f"\n…and {len(cases) - ROWS} more in the JSON report (`--bineval-report`).")
+            out.append(Section([f"\n…and {len(cases) - ROWS} more in the JSON report (`--bineval-report`)."]))
     else:
-        out.append("None.")
-    out += _suite(diff)
+        out.append(Section([*head, "None."]))
+    out.append(Section(_suite(diff), "the suite per dimension (its verdicts are in the headline)", _SUITE))
     unsettled = diff.flips("unconfirmed", "pending", "error")
     if unsettled:
-        out += ["", "### Flips not settled", "",
-                "Answered yes in the baseline and no now, and not settled by re-asking: neither a regression nor "
-                "noise until they are.", ""]
-        out += _table(_FLIP_HEADER, _flip_rows(unsettled, flip_note))
+        out.append(Section(["", "### Flips not settled", "",
+                            "Answered yes in the baseline and no now, and not settled by re-asking: neither a "
+                            "regression nor noise until they are.", "",
+                            *_table(_FLIP_HEADER, _flip_rows(unsettled, flip_note))], "the flips not settled",
+                           _UNSETTLED))
     noise = [(d, c) for d, c in diff.flips("unstable", "same input") if not d.regressed]
     if noise:
-        out += ["", f"<details><summary>The judge's noise: {_n(len(noise), 'flip')} not kept on re-asking, or "
-                "with the same judge input</summary>", ""]
-        out += _table(_FLIP_HEADER, _flip_rows(noise, flip_note))
-        out += ["", "</details>"]
+        out.append(Section(["", f"<details><summary>The judge's noise: {_n(len(noise), 'flip')} not kept on "
+                            "re-asking, or with the same judge input</summary>", "",
+                            *_table(_FLIP_HEADER, _flip_rows(noise, flip_note)), "", "</details>"],
+                           "the judge's noise", _NOISE))
     changes = sorted(((d, s) for d in diff.compared for s in d.scores if s.delta is not None and abs(s.delta) > 1e-9),
                      key=lambda ds: (ds[1].delta or 0.0, ds[0].key, ds[1].name))
     if changes:
-        out += ["", "### Score changes", "", "Each evaluation's dimension scores that changed (the statistics are the "
-                "suite's, above):", ""]
-        out += _table(["test", "dimension", "baseline", "now", "change"],
-                      [[_code(d.key), md(s.name), _fmt(s.before), _fmt(s.after), _delta(s.delta)]
-                       for d, s in changes])
+        out.append(Section(["", "### Score changes", "", "Each evaluation's dimension scores that changed (the "
+                            "statistics are the suite's, above):", "",
+                            *_table(["test", "dimension", "baseline", "now", "change"],
+                                    [[_code(d.key), md(s.name), _fmt(s.before), _fmt(s.after), _delta(s.delta)]
+                                     for d, s in changes])], "the score changes", _SCORES))
     counts = [(kind, len([x for x in diff.changes(kind) if x[1].flip is None]))
               for kind in ("unstable flip", "fix", "judge error", "recovered")]
     counts.append(("edited question", len(diff.edited_changes())))
     said = [f"{n} {kind}{'es' if kind == 'fix' and n != 1 else 's' if n != 1 else ''}" for kind, n in counts if n]
     if said:
-        out += ["", "Other answer changes: " + ", ".join(said) + "."]
-    out += _sources(diff)
+        out.append(Section(["", "Other answer changes: " + ", ".join(said) + "."]))
+    out.append(Section(_sources(diff), "the source changes", _SOURCES))
     return out
 
 
@@ -232,18 +241,20 @@ def _flip_rows(flips: list[tuple[EvaluationDiff, QuestionChange]],
 _FLIP_HEADER = ["test", "dimension", "question", "answer", "output / source", "re-asked"]
 
 
-def render(document: ReportDocument) -> str:
+def render(document: ReportDocument, *, limit: int = LIMIT, where: str = WHERE) -> str:
     """The comment body for ``document`` (deterministic: the same document gives the same text): the outcome as
     the headline (:mod:`.verdict`), what judged the run if it differs from the baseline's, the regressed cases,
     the suite per dimension, the flips not settled and the noise, score changes, unstable questions, judge errors
-    and what the run cost."""
+    and what the run cost. At most ``limit`` characters: the least important sections are cut first
+    (:mod:`.bounded`), and a note under the headline says which, and ``where`` the full report is."""
     from .verdict import outcome
 
     t = document.totals
     diff = document.regressions
-    out: list[str] = []
     parts = outcome(document)
-    out.append("## bineval: " + " · ".join(f"**{md(p.text)}**" if p.bad else md(p.text) for p in parts))
+    sections = [Section(["## bineval: " + " · ".join(f"**{md(p.text)}**" if p.bad else md(p.text)
+                                                     for p in parts)])]
+    out: list[str] = []
     if diff is not None and diff.judged_differently:
         out.append("")
         quoted = [f"> **Judged differently:** {md(line)}; an answer that changed may have changed with the judge."
@@ -260,9 +271,12 @@ def render(document: ReportDocument) -> str:
                    f"{len(diff.removed)} removed, {len(diff.not_run)} not run.")
         if diff.failed and (reason := diff.fail_reason()):
             out += ["", f"**The gate failed**: {md(reason)}"]
-        out += _comparison(diff)
+    sections.append(Section(out))
+    if diff is not None:
+        sections += _comparison(diff)
     unstable = sorted(document.unstable, key=lambda u: (u.key, u.dimension, u.question_id))
     if unstable:
+        out = []
         why = ("Their asks got both answers and no answer won at "
                f"{c.level:.0%} confidence (`--bineval-confirm`): the verdict is a coin toss."
                if (c := document.confirmation) is not None
@@ -271,23 +285,30 @@ def render(document: ReportDocument) -> str:
         out += _table(["test", "dimension", "question", "answers", "agreement"], [
             [_code(u.key), md(u.dimension), md(u.question), " ".join(u.answers), _fmt(u.agreement)]
             for u in unstable])
+        sections.append(Section(out, "the unstable questions", _UNSTABLE))
     errors = sorted((r.key, v.dimension, v.question, v.error or "") for r in document.evaluations
                      for v in r.errors())
     if errors:
-        out += ["", "### Judge errors", "", "Questions the judge gave no answer to: their tests error.", ""]
+        out = ["", "### Judge errors", "", "Questions the judge gave no answer to: their tests error.", ""]
         out += _table(["test", "dimension", "question", "cause"],
                       [[_code(k), md(dim), md(q), md(cause) or "-"] for k, dim, q, cause in errors])
+        sections.append(Section(out, "the judge errors", _ERRORS))
     if document.calibration is not None:
         from ..calibrate import calibration_markdown
 
-        out += ["", *calibration_markdown(document.calibration)]
-    out += ["", "### What the run cost", ""]
+        sections.append(Section(["", *calibration_markdown(document.calibration)],
+                                "the judge's agreement with the labels", _CALIBRATION))
+    out = ["", "### What the run cost", ""]
     cost = "unknown" if t.cost_usd is None else f"${t.cost_usd:.4f}"
     if t.unpriced_requests and t.cost_usd is not None:
         cost = f"at least {cost} ({_n(t.unpriced_requests, 'reply', 'replies')} unpriced)"
     out.append(f"{_n(t.questions, 'question')} judged; {_n(t.llm_calls, 'request')} sent "
                f"({t.failed_requests} failed), {_n(t.cache_hits, 'cache hit')}; "
                f"tokens: {t.prompt_tokens} prompt + {t.completion_tokens} completion; cost: {cost}.")
+    if t.batch_requests:
+        from .batch import batched_text
+
+        out.append(batched_text(t.batch_requests))
     if diff is not None and (f := diff.confirmation) is not None:
         if f.engine:
             out.append(f"Of which confirming the flips: {_n(f.flips, 'flip')} to confirm, {_n(f.reasks, 'fresh ask')} "
@@ -300,7 +321,9 @@ def render(document: ReportDocument) -> str:
                    f"{_n(c.questions, 'question')} re-asked, {_n(c.reasks, 're-ask')} "
                    f"({_n(c.requests, 'request')} sent); {c.asks} asks in all, where `--bineval-repeats "
                    f"{c.rounds + 1}` would make {c.repeats_asks}.")
-    return "\n".join(out) + "\n"
+    sections.append(Section(out))
+    return fit(sections, limit, where=where,
+               limit_text=f"the size GitHub allows a comment (65,536 characters; this body keeps under {limit:,})")
 
 
 class PrComment:

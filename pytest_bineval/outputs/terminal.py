@@ -115,23 +115,28 @@ def estimated_text(tot: Totals) -> str:
     return f" ({_n(tot.estimated_requests, 'streamed reply', 'streamed replies')} estimated)"
 
 
-def budget_line(budget: str, tot: Totals) -> Line:
-    """How much of the suite the budget let be judged, and what was spent against it."""
+def budget_line(budget: str, tot: Totals, workers: int = 1) -> Line:
+    """How much of the suite the budget let be judged, and what was spent against it; under pytest-xdist, that
+    each worker kept its own share (``budget $0.001, $0.0005 per worker (2 workers, each counting its own)``)."""
     from ..budget import parse_budget
 
     b = parse_budget(budget)
     spent = (cost_text(tot.cost_usd, tot.unpriced_requests) if b.unit == "usd"
              else f"{tot.prompt_tokens + tot.completion_tokens:,} tokens")
+    name = f"budget {b.text()}"
+    if workers > 1:
+        name += f", {b.text(b.amount / workers)} per worker ({workers} workers, each counting its own)"
     if not tot.budget_refused:
-        return (f"budget {b.text()}: {spent} spent; every evaluation was judged", {})
-    return (f"budget {b.text()} reached: {spent} spent; {_n(tot.evaluations, 'evaluation')} judged, "
+        return (f"{name}: {spent} spent; every evaluation was judged", {})
+    return (f"{name} reached: {spent} spent; {_n(tot.evaluations, 'evaluation')} judged, "
             f"{tot.budget_refused} refused (their tests are errors: not judged)", {"red": True, "bold": True})
 
 
 def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                   regressions: RegressionReport | None = None, unscored: Sequence[UnscoredTest] = (), *,
                   checklists: ChecklistGeneration | None = None,
-                  confirmation: ConfirmationSummary | None = None, budget: str | None = None) -> list[Line]:
+                  confirmation: ConfirmationSummary | None = None, budget: str | None = None,
+                  budget_workers: int = 1) -> list[Line]:
     """(text, markup) lines of the end-of-run summary; ``checklists``: what checklist generation spent (part of
     the totals, carried by no record); ``confirmation``: what --bineval-confirm did and cost; ``budget``: the
     run's --bineval-budget."""
@@ -163,6 +168,8 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
             lines.append((f"    {rec.key} [{v.dimension}] {one_line(v.question)}: {answer_text(v)}", {}))
     cost = cost_text(tot.cost_usd, tot.unpriced_requests)
     failed = f" ({tot.failed_requests} failed)" if tot.failed_requests else ""
+    if tot.batch_requests:  # --bineval-batch
+        failed += f" ({tot.batch_requests} through a batch API, at its batch price)"
     lines.append((
         f"evaluations: {tot.evaluations} ({tot.passed} passed, {tot.failed} below threshold, "
         f"{tot.errors} judge error), questions: {tot.questions}, judge errors: {tot.judge_errors}, "
@@ -181,10 +188,13 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                       f"{spent.llm_calls}{failed}, cache hits: {spent.cache_hits}, tokens: {spent.prompt_tokens} "
                       f"prompt + {spent.completion_tokens} completion, cost: {cost}", {}))
     if budget is not None:
-        lines.append(budget_line(budget, tot))
+        lines.append(budget_line(budget, tot, budget_workers))
     if tot.unscored_tests:
         lines.append((f"tests not scored: {tot.unscored_tests} (errored before any evaluation)",
                       {"red": True, "bold": True}))
+    if tot.cache_rejected:
+        lines.append((f"reply cache: {_n(tot.cache_rejected, 'entry', 'entries')} not used, unsigned or forged "
+                      "(--bineval-cache-key-env): each was asked again (counted above)", {"yellow": True}))
     if tot.rerun_evaluations:
         lines.append((f"re-runs: {_n(tot.rerun_evaluations, 'evaluation')} of earlier attempts replaced by the "
                       "last attempt's (their requests are counted above)", {"yellow": True}))

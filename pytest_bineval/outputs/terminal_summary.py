@@ -34,13 +34,19 @@ class TerminalSummary:
                 terminalreporter.write_sep("=", "bineval regressions")
                 for text, markup in regression_lines(regressions):
                     terminalreporter.write_line(text, **markup)
-            if document.evaluations or document.unscored or regressions is not None:
+            if document.evaluations or document.unscored or regressions is not None or document.batch is not None:
                 terminalreporter.write_sep("=", "bineval summary")
                 for text, markup in summary_lines(document.evaluations, document.totals, regressions,
                                                   document.unscored, checklists=document.checklists,
                                                   confirmation=document.confirmation,
-                                                  budget=document.settings.budget):
+                                                  budget=document.settings.budget,
+                                                  budget_workers=document.settings.budget_workers):
                     terminalreporter.write_line(text, **markup)
+                if document.batch is not None:  # --bineval-batch
+                    from .batch import batch_lines
+
+                    for text, markup in batch_lines(document.batch, regressions):
+                        terminalreporter.write_line(text, **markup)
                 for text, markup in pin_lines(document.pins):  # --bineval-update-checklists
                     terminalreporter.write_line(text, **markup)
                 for label, path in log.written:

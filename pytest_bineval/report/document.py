@@ -25,6 +25,7 @@ from ..gate_stats import DEFAULT_ALPHA
 from ..kinds import FailOn, Gate
 from ..models import Question, Usage, Verdict, no_impossible_counts
 from ..redaction import redact_obj
+from .batch import BatchSummary
 from .comparison import RegressionReport, diff_runs
 from .record import (
     ConfirmationSummary,
@@ -70,6 +71,8 @@ class Totals(BaseModel):
     unpriced_requests: int = Field(default=0, description="replies whose cost is unknown (not in cost_usd)")
     estimated_requests: int = Field(default=0, description="streamed replies closed after the answer (or without a "
                                                            "usage report): their tokens are estimated")
+    batch_requests: int = Field(default=0, description="of the requests, those sent through a provider's batch API "
+                                                       "(--bineval-batch), at its batch price")
     structured_output: dict[str, str] = Field(
         default_factory=dict, description="models whose provider rejected json_schema -> the form used instead")
     below_cache_minimum: dict[str, int] = Field(
@@ -80,6 +83,9 @@ class Totals(BaseModel):
                                           "per explained question instead of one)")
     budget_refused: int = Field(default=0, description="evaluations and checklist generations refused because "
                                                        "--bineval-budget was spent (their tests are errors)")
+    cache_rejected: int = Field(default=0, description="reply-cache entries not used because they were unsigned or "
+                                                       "their signature did not match (--bineval-cache-key-env): "
+                                                       "each was asked again (in llm_calls)")
     unpinned_checklists: int = 0
     pinned_checklists_written: int = 0
     unstable_questions: int = Field(default=0, description="questions whose repeats got both answers")
@@ -102,7 +108,7 @@ class Totals(BaseModel):
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0,
            regressions: RegressionReport | None = None, unscored: int = 0, reruns: int = 0,
-           unpinned: int | None = None, budget_refused: int = 0) -> Totals:
+           unpinned: int | None = None, budget_refused: int = 0, cache_rejected: int = 0) -> Totals:
         """``unpinned``: the pin entries a run's unpinned or stale checklists would be (the plugin knows them);
         None: estimated from the records."""
         recs = list(records)
@@ -128,10 +134,12 @@ class Totals(BaseModel):
             cost_usd=usage.cost_usd,
             unpriced_requests=usage.unpriced_requests,
             estimated_requests=usage.estimated_requests,
+            batch_requests=usage.batch_requests,
             structured_output=dict(usage.structured_output),
             below_cache_minimum=dict(usage.below_cache_minimum),
             not_streamed=dict(usage.not_streamed),
             budget_refused=budget_refused,
+            cache_rejected=cache_rejected,
             unpinned_checklists=unpinned,
             pinned_checklists_written=pins_written,
             unstable_questions=sum(len(r.unstable()) for r in recs),
@@ -165,6 +173,9 @@ class ReportSettings(BaseModel):
     repeats: int | None = None
     gate: Gate | None = None
     budget: str | None = Field(default=None, description="--bineval-budget: dollars (0.50) or tokens (200000tok)")
+    budget_workers: int = Field(default=1, description="the pytest-xdist workers the budget was split between "
+                                                      "(each kept budget / N, counted in its own process); 1 "
+                                                      "without a budget")
 
 
 class OptimizeOutcome(BaseModel):
@@ -253,6 +264,9 @@ class ReportDocument(BaseModel):
     calibration: Calibration | None = Field(
         default=None, description="--bineval-labels: the run's verdicts against people's labels (agreement, kappa, "
                                   "TPR, TNR per dimension and question; stale labels; the gate's trust)")
+    batch: BatchSummary | None = Field(
+        default=None, description="--bineval-batch: what was sent through the provider's batch API and what it cost "
+                                  "(its requests are in the totals)")
 
     def compared_with(self, diff: RegressionReport) -> ReportDocument:
         """This document holding ``diff`` (this run against a baseline) as its comparison, its totals counting it."""

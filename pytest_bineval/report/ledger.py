@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from ..dimensions import BUILTIN, did_you_mean
 from ..kinds import Threshold
 from ..models import ConfirmCost, Usage
+from .batch import BatchSummary
 from .comparison import KeptInput, RegressionReport
 from .document import ChecklistGeneration, OptimizeOutcome, PinAction, ReportDocument, ReportSettings, Totals
 from .record import ConfirmationSummary, EvaluationRecord, JudgedBy, UnscoredTest, UnstableQuestion, pin_key
@@ -54,7 +55,7 @@ def _usage(document: ReportDocument) -> Usage:
                  unpriced_requests=t.unpriced_requests, structured_output=dict(t.structured_output),
                  cached_prompt_tokens=t.cached_prompt_tokens, cache_write_tokens=t.cache_write_tokens,
                  below_cache_minimum=dict(t.below_cache_minimum), estimated_requests=t.estimated_requests,
-                 not_streamed=dict(t.not_streamed))
+                 not_streamed=dict(t.not_streamed), batch_requests=t.batch_requests)
 
 
 def _confirm_cost(document: ReportDocument) -> ConfirmCost:
@@ -112,12 +113,16 @@ class RunLedger:
     rerun_evaluations: int = field(default=0, metadata=_kept(read=lambda d: d.totals.rerun_evaluations))
     # evaluations and checklists the engines refused (--bineval-budget spent)
     budget_refused: int = field(default=0, metadata=_kept(read=lambda d: d.totals.budget_refused))
+    # reply-cache entries not used because unsigned or forged (--bineval-cache-key-env): each was asked again
+    cache_rejected: int = field(default=0, metadata=_kept(read=lambda d: d.totals.cache_rejected))
     # by any assertion of the run
     dimensions_checked: set[str] = field(default_factory=set, metadata=_kept(
         read=lambda d: {dim.name for r in d.evaluations for dim in r.dimensions}))
     marker_threshold_keys: set[str] = field(default_factory=set)  # per-dimension keys of the markers' thresholds
     dimensions_defined: set[str] = field(default_factory=set)  # named by the markers of every collected test
     notes: list[str] = field(default_factory=list, metadata=_kept(read=lambda d: list(d.notes)))  # shown at the end
+    # what --bineval-batch did (pytest_bineval.batch)
+    batch: BatchSummary = field(default_factory=BatchSummary, metadata=_kept(read=lambda d: d.batch or BatchSummary()))
     # the full texts of evaluations whose records keep less, for re-asking their flips (never in a report)
     kept_inputs: list[KeptInput] = field(default_factory=list, metadata=_kept(model=KeptInput, per_test=True))
 
@@ -163,7 +168,8 @@ class RunLedger:
     def totals(self, regressions: RegressionReport | None = None) -> Totals:
         return Totals.of(self.records, self.usage, pins_written=len(set(self.pins_written)),
                          regressions=regressions, unscored=len(self.unscored), reruns=self.rerun_evaluations,
-                         unpinned=len(self.unpinned), budget_refused=self.budget_refused)
+                         unpinned=len(self.unpinned), budget_refused=self.budget_refused,
+                         cache_rejected=self.cache_rejected)
 
     def document(self, settings: ReportSettings, *, regressions: RegressionReport | None = None,
                  optimize: list[OptimizeOutcome] | None = None, notes: Sequence[str] = (),
@@ -171,10 +177,16 @@ class RunLedger:
                  confirm: tuple[int, float] | None = None) -> ReportDocument:
         """The finished document of this ledger (a run's, or the shards' merged): ``notes`` come after the
         ledger's own; ``partial``: why the run was cut short, if it was; ``judged_by``: what judged it;
-        ``confirm``: ``--bineval-confirm``'s rounds and confidence level, when it was on."""
-        return ReportDocument(settings=settings, totals=self.totals(regressions), evaluations=list(self.records),
-                              optimize=optimize, regressions=regressions, unstable=UnstableQuestion.of(self.records),
-                              unscored=list(self.unscored), failed_tests=sorted(self.failed_tests),
+        ``confirm``: ``--bineval-confirm``'s rounds and confidence level, when it was on.
+
+        The evaluations are in the order of their test ids (a test's own in the order it made them), and so are the
+        unscored tests: not in the order tests finished or shards were merged, which changes from run to run (and
+        with xdist); every output lists them as the document does."""
+        records = sorted(self.records, key=lambda r: (r.test, r.index))
+        return ReportDocument(settings=settings, totals=self.totals(regressions), evaluations=records,
+                              optimize=optimize, regressions=regressions, unstable=UnstableQuestion.of(records),
+                              unscored=sorted(self.unscored, key=lambda u: u.test),
+                              failed_tests=sorted(self.failed_tests),
                               notes=list(dict.fromkeys([*self.notes, *notes])), partial=partial is not None,
                               ran_tests=sorted(self.ran_tests), collected_tests=sorted(self.collected_tests),
                               partial_reason=partial,
@@ -184,7 +196,8 @@ class RunLedger:
                               pins=sorted(set(self.pin_actions), key=lambda a: (a.path, a.dimensions, a.task,
                                                                                 a.action, a.why, a.test)),
                               confirmation=None if confirm is None else ConfirmationSummary.of(
-                                  *confirm, self.confirm_cost, self.records))
+                                  *confirm, self.confirm_cost, self.records),
+                              batch=self.batch if self.batch.used else None)
 
     @classmethod
     def of_document(cls, document: ReportDocument) -> RunLedger:
@@ -213,7 +226,6 @@ class RunLedger:
                     notes.append(f"bineval: {origin} sets a threshold for {key!r}, which no assertion of this run "
                                  f"checks{hint}")
         return notes
-
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

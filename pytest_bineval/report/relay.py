@@ -1,8 +1,9 @@
 """The pytest-xdist relay of the run's ledger.
 
 A worker sends its whole ledger once, at its session's end (:meth:`WorkerRelay.merge_worker`). So that a worker
-that never gets there (Ctrl-C, a crash) loses nothing it finished, it also reports after each test's teardown, with
-the test's report (:meth:`WorkerRelay.progress`): the test's own entries (the ledger's per-test fields, this
+that never gets there (Ctrl-C, SIGTERM, a crash) loses nothing it finished, it also reports after each test's call
+and again after its teardown (a worker runs its last test's teardown only once it gets another test or is shut
+down), with the test's report (:meth:`WorkerRelay.progress`): the test's own entries (the ledger's per-test fields, this
 attempt's) and the worker's running counts (every other field). The controller keeps the last report of each test
 until the worker's ledger arrives, and at the end merges what the workers that never sent it reported
 (:meth:`WorkerRelay.merge_unfinished`). Which fields are which is the ledger's field metadata
@@ -40,7 +41,7 @@ class WorkerRelay:
 
     @staticmethod
     def progress(test: str, ledger: RunLedger, found: RunLedger) -> str:
-        """A worker's report after ``test``'s teardown: the running counts of its ``ledger`` with the per-test
+        """A worker's report after ``test``'s call or teardown: the running counts of its ``ledger`` with the per-test
         fields of ``found`` (what this attempt of the test found)."""
         report = ledger.part(tests=False).merge(found.part(tests=True))
         return json.dumps({"test": test, "ledger": report.to_json()})

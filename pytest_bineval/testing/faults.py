@@ -207,8 +207,12 @@ class FaultServer:
         with self._lock:
             return sum(self.answers(r.path) for r in self.received)
 
+    def handler_class(self) -> type[BaseHTTPRequestHandler]:
+        """The request handler of this server (a subclass may extend it: :mod:`.batch_server`)."""
+        return _handler(self)
+
     def start(self) -> FaultServer:
-        server = _Server(("127.0.0.1", 0), _handler(self))
+        server = _Server(("127.0.0.1", 0), self.handler_class())
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},

@@ -272,3 +272,86 @@ def test_fail_on_any_heads_the_comment_with_every_flip() -> None:
     any_flip = doc.regressions.model_copy(update={"fail_on": "any"})
     body = render(doc.model_copy(update={"regressions": any_flip}))
     assert "**The gate failed**: 2 regressions and 2 score drops beyond tolerance 0.10 vs baseline " in body
+
+
+def _big_document(tests: int = 64) -> ReportDocument:
+    """``tests`` evaluations with 200-character ids and 5,000-character outputs, each a confirmed regressed case with
+    a flip of the judge's noise and a score change: over 100,000 characters when nothing is cut."""
+    doc = _document()
+    assert doc.regressions is not None
+    regressed, _, noisy = doc.regressions.compared
+    compared = []
+    for i in range(tests):
+        key = f"tests/test_support_assistant.py::test_answer[{i:03d}-" + "long-parameter-" * 12 + "]"
+        compared.append(regressed.model_copy(update={"key": key, "test": key, "output": f"now {i} " * 1000,
+                                                     "baseline_output": f"was {i} " * 1000}))
+        compared.append(noisy.model_copy(update={"key": key + "-noisy", "test": key + "-noisy"}))
+    diff = doc.regressions.model_copy(update={"compared": compared})
+    totals = doc.totals.model_copy(update=Totals.comparison_counts(diff))
+    return doc.model_copy(update={"regressions": diff, "totals": totals, "unstable": doc.unstable * tests})
+
+
+def test_a_large_run_stays_under_githubs_limit_cutting_the_least_important_first() -> None:
+    """64 tests with long ids and long outputs: the body keeps under LIMIT (GitHub refuses a comment over 65,536
+    characters), the headline, the gate's verdict and the confirmed regressions (their cases and flipped
+    questions) whole; the per-test detail, the long outputs and the flip lists are cut, and the body says so and
+    where the full report is."""
+    doc = _big_document()
+    whole = render(doc, limit=10**9)
+    assert len(whole) > 100_000 and "Cut to stay under" not in whole  # the unbounded body: far over the limit
+    body = render(doc)
+    assert len(body) <= pr_comment.LIMIT < 65_536
+    assert body.splitlines()[0] == whole.splitlines()[0]  # the headline intact
+    assert body.splitlines()[0].startswith("## bineval: **64 cases regressed (confirmed): ")
+    assert "**The gate failed**: 64 cases regressed (confirmed)" in body
+    cases = [line for line in body.splitlines() if line.startswith("#### `tests/test_support_assistant.py")]
+    assert len(cases) == pr_comment.ROWS  # every case the comment shows, by its full id
+    assert "…and 34 more in the JSON report" in body
+    assert "### The suite, per dimension" in body and "### What the run cost" in body
+    note = next(line for line in body.splitlines() if line.startswith("> **Cut to stay under"))
+    assert note.startswith("> **Cut to stay under the size GitHub allows a comment (65,536 characters; this body "
+                           "keeps under 60,000):** the regressed cases' outputs (20 of 30), the judge's noise, the "
+                           "score changes.")
+    assert note.endswith(f"The full report: {pr_comment.WHERE}.")
+    for gone in ("### Score changes", "The judge's noise:"):
+        assert gone in whole and gone not in body
+    # the outputs go from the last case up: the first 10 cases keep theirs; what the cuts did not need stays
+    assert body.count("Outputs: the baseline's and this run's") == 10
+    assert "### Unstable questions" in body
+    assert body.index(note) < body.index("### Regressed cases (confirmed)")  # said near the top
+    assert render(doc) == body  # deterministic
+
+
+def test_a_small_run_is_not_cut_and_the_cut_order_holds_at_any_limit() -> None:
+    assert "Cut to stay under" not in render(_document())
+    doc = _big_document(8)
+    whole = render(doc, limit=10**9)
+    for limit in (80_000, 40_000, 20_000, 10_000, 5_000, 2_000):
+        body = render(doc, limit=limit)
+        assert len(body) <= limit
+        assert body.splitlines()[0] == whole.splitlines()[0]
+        if len(whole) > limit:
+            assert "> **Cut to stay under" in body
+    # when even what is never cut is too large, the body is clipped at a line, and says so
+    tiny = render(doc, limit=3_000)
+    assert len(tiny) <= 3_000 and tiny.endswith("… (clipped)\n")
+    assert "the end of what was left (clipped)" in tiny and tiny.splitlines()[0] == whole.splitlines()[0]
+
+
+def test_the_job_summary_stays_under_githubs_1_mib_cutting_the_tests_detail_last_first() -> None:
+    """GitHub takes 1 MiB of a step's summary (bytes): 2,000 failing tests with long non-ASCII ids keep under
+    SUMMARY_LIMIT bytes, the headline and totals whole, the later tests' detail cut and said."""
+    from pytest_bineval.outputs.github import SUMMARY_LIMIT, SUMMARY_WHERE, step_summary
+
+    records = [_record(f"tests/test_s.py::test_ü[{i:04d}-" + "ßtraße-" * 40 + "]", ["no", "no"]) for i in range(2000)]
+    totals = Totals.of(records, Usage(llm_calls=4000))
+    whole = step_summary(records, totals, limit=10**9)
+    text = step_summary(records, totals)
+    assert len(whole.encode()) > 1024 * 1024 and len(text.encode()) <= SUMMARY_LIMIT < 1024 * 1024
+    lines = text.splitlines()
+    assert lines[:4] == whole.splitlines()[:4] and "- **2000 of 2000 evaluations below threshold**" in lines
+    note = next(line for line in lines if line.startswith("> **Cut to stay under"))
+    assert "the detail of the failing and changed tests (" in note and note.endswith(f"{SUMMARY_WHERE}.")
+    assert "### tests/test\\_s.py::test\\_ü\\[0000-" in text and "### tests/test\\_s.py::test\\_ü\\[1999-" not in text
+    assert "### Totals" in text and "| 2000 | 4000 |" in text
+    assert "Cut to stay under" not in step_summary(records[:3], Totals.of(records[:3], Usage()))

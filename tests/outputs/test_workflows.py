@@ -29,7 +29,8 @@ def _actionlint() -> str:
 def test_the_repository_has_its_workflows() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in WORKFLOWS}
     assert {".github/workflows/release.yml", "example_project/.github/workflows/llm-tests.yml",
-            "example_project/.github/workflows/llm-tests-sharded.yml"} <= names
+            "example_project/.github/workflows/llm-tests-sharded.yml",
+            "example_project/.github/workflows/llm-tests-nightly-batch.yml"} <= names
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -144,3 +145,29 @@ def test_release_workflow_uses_trusted_publishing() -> None:
     assert publish["permissions"] == {"id-token": "write"}
     assert [s.get("uses") for s in publish["steps"]][-1] == "pypa/gh-action-pypi-publish@release/v1"
     assert not any("password" in (s.get("with") or {}) for s in publish["steps"])
+
+
+NIGHTLY = ROOT / "example_project" / ".github" / "workflows" / "llm-tests-nightly-batch.yml"
+
+
+def test_the_nightly_batch_workflow_fills_the_cache_the_pull_requests_restore() -> None:
+    """It runs the suite with --bineval-batch under a batch timeout shorter than the job's, saves the cache even
+    when the run stopped waiting (the batches it left pending are resumed by the next run), and restores and saves
+    under the keys of the pull-request workflow, whose runs then restore what it paid for."""
+    import re
+
+    import yaml
+
+    steps = _steps(NIGHTLY)
+    run = str(steps["Run the LLM tests through the batch API"]["run"])
+    assert "--bineval-batch" in run and "--bineval-model" in run
+    timeout = re.search(r"--bineval-batch-timeout (\d+)h(\d+)m", run)
+    assert timeout is not None
+    job = next(iter(yaml.safe_load(NIGHTLY.read_text(encoding="utf-8"))["jobs"].values()))
+    assert int(timeout.group(1)) * 60 + int(timeout.group(2)) < job["timeout-minutes"]
+    assert steps["Save the bineval cache"]["if"] == "always()"
+    restore = steps["Restore the bineval cache"]["with"]
+    pr = _steps(EXAMPLE)["Restore the bineval cache"]["with"]
+    assert isinstance(restore, dict) and isinstance(pr, dict)
+    assert restore["key"] == pr["key"] and restore["restore-keys"] == pr["restore-keys"]
+    assert restore["path"] == pr["path"]

@@ -57,14 +57,19 @@ def test_budget_not_reached_says_so(pytester: pytest.Pytester) -> None:
 
 def test_budget_under_xdist_is_a_share_per_worker(pytester: pytest.Pytester) -> None:
     project(pytester, 6)
-    result = pytester.runpytest("-p", "xdist", "-n", "2", "--bineval-budget", "1tok")
+    result = pytester.runpytest("-p", "xdist", "-n", "2", "--bineval-budget", "1tok", "--bineval-report=report.json")
     # each worker judges its first evaluation (nothing spent yet), then its share, 0.5 tokens, is spent
     result.assert_outcomes(passed=2, errors=4)
     result.stdout.fnmatch_lines([
         "*BudgetReachedError: the budget is reached: * tokens spent of 0.5 tokens (this worker's share of 1 tokens "
         "over 2 workers)*",
-        "budget 1 tokens reached: * spent; 2 evaluations judged, 4 refused*",
+        # the summary says plainly that the budget was kept per process (issue 33 item 18)
+        "budget 1 tokens, 0.5 tokens per worker (2 workers, each counting its own) reached: * spent; 2 evaluations "
+        "judged, 4 refused*",
     ])
+    assert report_of(pytester).settings.budget_workers == 2
+    help_text = pytester.runpytest_subprocess("--help").stdout.str()
+    assert "The budget is kept per process" in " ".join(help_text.split())
 
 
 def test_dollar_budget_with_unpriced_replies_refuses(pytester: pytest.Pytester) -> None:

@@ -110,6 +110,8 @@ def test_a_forged_or_unsigned_entry_is_a_miss_asked_again_counted_and_said_once(
     # each refused entry is asked again (the no with its explanation), every request counted
     assert (again.usage.llm_calls, again.usage.cache_hits) == ((1 if rejected == 1 else 2) + 1, 2 - rejected)
     assert engine.cache is not None and engine.cache.rejected == rejected
+    assert engine.ledger.cache_rejected == rejected  # counted where the run's usage is: summary and report say it
+    assert engine.ledger.totals().cache_rejected == rejected
     messages = cache_warnings(caught)
     assert len(messages) == 1, messages
     assert f"is not used: {why} (--bineval-cache-key-env {ENV}: only entries signed with the secret count)" in (
@@ -186,8 +188,12 @@ def test_a_forged_cache_fails_the_test_it_failed_and_the_secret_is_nowhere(pytes
     result = pytester.runpytest(*args, "-W", "default")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*BinevalCacheWarning: cache entry * is not used: signature does not match*"])
-    (ev,) = report_of(pytester).evaluations
+    report = report_of(pytester)
+    (ev,) = report.evaluations
     assert ev.usage.llm_calls >= 1 and "no" in [v.answer for v in ev.verdicts]
+    assert report.totals.cache_rejected == 1  # the "no" rewritten to yes; the "yes" entry's signature still holds
+    result.stdout.fnmatch_lines(["reply cache: 1 entry not used, unsigned or forged (--bineval-cache-key-env): each "
+                                 "was asked again (counted above)"])
     texts = [result.stdout.str(), result.stderr.str(),
              *((pytester.path / n).read_text() for n in ("report.json", "junit.xml"))]
     assert not [t for t in texts if SECRET in t]

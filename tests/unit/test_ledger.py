@@ -8,6 +8,7 @@ from dataclasses import fields
 
 from pytest_bineval.engine import Engine
 from pytest_bineval.models import ConfirmCost, Evaluation, Question, Usage, Verdict
+from pytest_bineval.report.batch import BatchSummary
 from pytest_bineval.report.comparison import KeptInput
 from pytest_bineval.report.document import PinAction
 from pytest_bineval.report.ledger import RunLedger, per_test
@@ -31,11 +32,12 @@ def _ledger(name: str, calls: int) -> RunLedger:
                      unscored=[UnscoredTest.build(f"t.py::{name}-x", "NoTaskError", "no task")],
                      failed_tests={f"t.py::{name}"}, ran_tests={f"t.py::{name}"},
                      collected_tests={f"t.py::{name}", "t.py::deselected"}, rerun_evaluations=calls,
-                     budget_refused=calls,
+                     budget_refused=calls, cache_rejected=calls,
                      dimensions_checked={name}, dimensions_defined={f"d-{name}"}, marker_threshold_keys={f"k-{name}"},
                      notes=[f"note {name}"], kept_inputs=[KeptInput(key=f"t.py::{name}", output="o", source=None)],
                      confirm_cost=ConfirmCost(questions=2 * calls, reasked=calls, reasks=calls,
-                                              usage=Usage(llm_calls=calls)))
+                                              usage=Usage(llm_calls=calls)),
+                     batch=BatchSummary(rounds=calls, submitted=calls, usage=Usage(batch_requests=calls)))
 
 
 def test_merge_adds_every_field_of_the_other_ledger() -> None:
@@ -49,13 +51,14 @@ def test_merge_adds_every_field_of_the_other_ledger() -> None:
     assert merged.failed_tests == merged.ran_tests == {"t.py::a", "t.py::b"}
     assert merged.collected_tests == {"t.py::a", "t.py::b", "t.py::deselected"}
     assert [a.path for a in merged.pin_actions] == ["__bineval__/t/a.json", "__bineval__/t/b.json"]
-    assert merged.rerun_evaluations == merged.budget_refused == 3
+    assert merged.rerun_evaluations == merged.budget_refused == merged.cache_rejected == 3
     assert merged.dimensions_checked == {"a", "b"}
     assert merged.marker_threshold_keys == {"k-a", "k-b"}
     assert merged.dimensions_defined == {"d-a", "d-b"}
     assert merged.notes == ["note a", "note b"]
     assert [k.key for k in merged.kept_inputs] == ["t.py::a", "t.py::b"]
     assert (merged.confirm_cost.questions, merged.confirm_cost.reasks, merged.confirm_cost.usage.llm_calls) == (6, 3, 3)
+    assert (merged.batch.rounds, merged.batch.submitted, merged.batch.usage.batch_requests) == (2, 3, 3)
     for f in fields(RunLedger):  # a field added later is merged too, or this test names it
         assert getattr(merged, f.name) != getattr(RunLedger(), f.name), f.name
 
@@ -144,3 +147,22 @@ def test_an_engine_and_a_tests_threads_adding_at_once_lose_nothing() -> None:
     assert (ledger.usage.llm_calls, ledger.usage.prompt_tokens, ledger.checklist_usage.llm_calls) == (
         3 * rounds, 6 * rounds, 3 * rounds)
     assert len(ledger.notes) == 3 * rounds and ledger.dimensions_checked == {"t0", "t1", "t2"}
+
+
+def test_the_document_lists_evaluations_and_unscored_tests_by_test_id_whatever_order_they_came_in() -> None:
+    """Completion order (threads, xdist workers) and merge order (shards) change from run to run: the finished
+    document, which every output lists from, is in the order of the test ids, a test's evaluations by index."""
+    from pytest_bineval.report.document import ReportSettings
+
+    def rec(test: str, index: int = 0) -> EvaluationRecord:
+        return _record(test).model_copy(update={"index": index})
+
+    came = [rec("t.py::test_c"), rec("t.py::test_a[2]", 1), rec("t.py::test_b"), rec("t.py::test_a[2]"),
+            rec("t.py::test_a[1]")]
+    ledger = RunLedger(records=list(came), unscored=[UnscoredTest.build(t, "NoTaskError", "no task")
+                                                    for t in ("t.py::z", "t.py::y")])
+    document = ledger.document(ReportSettings())
+    assert [r.key for r in document.evaluations] == ["t.py::test_a[1]", "t.py::test_a[2]", "t.py::test_a[2] #1",
+                                                      "t.py::test_b", "t.py::test_c"]
+    assert [u.test for u in document.unscored] == ["t.py::y", "t.py::z"]
+    assert ledger.records == came  # the ledger itself is left as it is
