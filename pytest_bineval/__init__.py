@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from .assertions import assert_passes, assert_passes_async
     from .checks import Check, CheckResult, run_check
     from .checks.extract import extract_checks
+    from .checks.tools import ToolCheckResult
+    from .conversation import Conversation, Message, ToolCall
     from .dimensions import BUILTIN_DIMENSIONS, DimensionsArg, parse_dimensions
     from .engine import Engine, run_sync
     from .errors import (
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
         CheckError,
         ChecklistGenerationError,
         CheckTimeout,
+        ConversationError,
         DataFileError,
         GeneratedCheckWarning,
         InputTooLargeError,
@@ -105,12 +108,14 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("assert_passes", "assert_passes_async"), ".assertions"),
     **dict.fromkeys(("Check", "CheckResult", "run_check"), ".checks"),
     "extract_checks": ".checks.extract",
+    "ToolCheckResult": ".checks.tools",
+    **dict.fromkeys(("Conversation", "Message", "ToolCall"), ".conversation"),
     **dict.fromkeys(("BUILTIN_DIMENSIONS", "DimensionsArg", "parse_dimensions"), ".dimensions"),
     **dict.fromkeys(("Engine", "run_sync"), ".engine"),
     **dict.fromkeys(("ArgumentTypeError", "BinevalAssertionError", "BinevalCacheWarning", "BinevalEncodingWarning",
                      "BinevalError", "BinevalInsecureKeyWarning", "BinevalJudgeError", "BinevalWarning",
                      "BudgetReachedError", "CallError", "CheckError", "ChecklistGenerationError", "CheckTimeout",
-                     "DataFileError",
+                     "ConversationError", "DataFileError",
                      "GeneratedCheckWarning", "InputTooLargeError", "MissingExtraError", "MissingSourceWarning",
                      "NoTaskError", "PinError", "UsageError"), ".errors"),
     "Bineval": ".fixture",
@@ -157,6 +162,8 @@ __all__ = [
     "ChecklistGeneration",
     "ChecklistGenerationError",
     "ConfirmCost",
+    "Conversation",
+    "ConversationError",
     "DataFileError",
     "DimensionResult",
     "DimensionsArg",
@@ -169,6 +176,7 @@ __all__ = [
     "JudgedBy",
     "Location",
     "Merge",
+    "Message",
     "MissingExtraError",
     "MissingSourceWarning",
     "NoTaskError",
@@ -190,6 +198,8 @@ __all__ = [
     "SourceChange",
     "SourceDocument",
     "Threshold",
+    "ToolCall",
+    "ToolCheckResult",
     "Totals",
     "TreeNode",
     "UnscoredTest",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .conversation import OutputArg
 from .dimensions import DimensionsArg
 from .engine import Engine, run_sync
 from .judge import check_output
@@ -52,18 +53,21 @@ def generate_checklist(task: str | None, dimensions: DimensionsArg = None, *, mo
                                         qworld=qworld, settings=settings, **options))
 
 
-async def aevaluate(output: str, checklist: Checklist, source: SourceArg = None, *,
+async def aevaluate(output: OutputArg, checklist: Checklist, source: SourceArg = None, *,
                     dimensions: list[str] | str | None = None, model: str | None = None,
                     settings: Settings | None = None, **options: Any) -> Evaluation:
-    """Answer every question of ``checklist`` (or of its ``dimensions``) about ``output``; ``source``: the input
-    it was made from, a text or a list of documents (strings, or ``{"id", "title", "text"}`` mappings: see
+    """Answer every question of ``checklist`` (or of its ``dimensions``) about ``output``: a text, or a
+    conversation (a list of chat messages in the OpenAI format, or a :class:`~pytest_bineval.Conversation`), whose
+    questions of scope ``each_turn`` are asked of every assistant turn; ``source``: the input it was made from, a
+    text or a list of documents (strings, or ``{"id", "title", "text"}`` mappings: see
     :mod:`pytest_bineval.sources`).
 
     Judge failures are error verdicts (``result.errors``), never yes or no; scores count answered
-    questions only. An empty output is judged like any other; a non-str output is a TypeError; an
+    questions only. An empty output is judged like any other; an output that is neither a str nor a list of
+    messages is a TypeError, a list of messages of a bad shape a :class:`ConversationError` naming the message; an
     output and source too large for the judge's context raise :class:`InputTooLargeError`.
     """
-    check_output(output, source)
+    output = check_output(output, source)
     selected = checklist.select([dimensions] if isinstance(dimensions, str) else dimensions)
     engine = _engine(model, settings, options)
     try:
@@ -72,7 +76,7 @@ async def aevaluate(output: str, checklist: Checklist, source: SourceArg = None,
         engine.close()
 
 
-def evaluate(output: str, checklist: Checklist, source: SourceArg = None, *,
+def evaluate(output: OutputArg, checklist: Checklist, source: SourceArg = None, *,
              dimensions: list[str] | str | None = None, model: str | None = None,
              settings: Settings | None = None, **options: Any) -> Evaluation:
     """Sync twin of :func:`aevaluate`."""

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # a light module at import: a test module imports it when it 
     from collections.abc import Callable
     from types import TracebackType
 
+    from .conversation import Conversation, OutputArg
     from .models import Checklist, Evaluation
     from .report.record import ChecklistStatus, EvaluationRecord, Location
     from .scope import Scope
@@ -97,6 +98,8 @@ def failure_message(record: EvaluationRecord) -> str:
             lines.append(f"  {d.name}: {_fmt(d.score)}{kind} (threshold {d.threshold:.2f}) {mark}")
     failed = record.failing()
     points = record.points()
+    if record.first_failing_turn is not None:
+        lines.append(f"first step that went wrong: {record.turn_label(record.first_failing_turn)}")
     if failed:
         lines.append(f"failing questions ({len(failed)}):")
         for v in failed:
@@ -105,7 +108,7 @@ def failure_message(record: EvaluationRecord) -> str:
             votes = f" ({asks.count('yes')} of {len(asks)} yes{unstable})" if len(asks) > 1 else ""
             p = points.get(v.question_id)
             cost = "" if p is None else (f" (+{p} missed)" if p > 0 else f" ({p} penalty)")
-            lines.append(f"  [{v.dimension}]{cost} {inert(v.question)}")
+            lines.append(f"  [{v.dimension}]{cost} {inert(v.asked)}")
             lines.append(f"      -> no{votes}: {inert(v.reason())}")
     if record.source is None and failed:
         from .judge import refers_to_the_input
@@ -122,7 +125,7 @@ def judge_error_message(record: EvaluationRecord) -> str:
     lines = [f"bineval: the judge ({record.model}) failed on {len(errors)} question(s); "
              "this test cannot be scored:"]
     for v in errors:
-        lines.append(f"  [{v.dimension}] {inert(v.question)}")
+        lines.append(f"  [{v.dimension}] {inert(v.asked)}")
         lines.append(f"      cause: {inert(v.error)}")
     return "\n".join(lines)
 
@@ -133,7 +136,7 @@ class AssertionRequest:
     ``bineval_task`` fixture and the session's options (in that order of precedence), and carried as it is to the
     engine and into the record (it is the record's :class:`~pytest_bineval.report.record.RecordRequest`)."""
 
-    output: str
+    output: str | Conversation  # a text, or a conversation checked (pytest_bineval.conversation)
     source: Source | None  # a text or documents, checked (pytest_bineval.sources)
     scope: Scope  # the running test's context, or the outside scope
     location: Location | None  # the user's call
@@ -160,7 +163,7 @@ class AssertionRequest:
         from .scope import current_scope
         from .sources import read_source
 
-        check_output(output, None)
+        output = check_output(output, None)
         src = read_source(source)  # checked once: a text, or documents rendered as the judge reads them
         scope = current_scope(model)
         marker = scope.marker
@@ -324,7 +327,7 @@ def _caller_location(root: Path) -> Location | None:
 
 
 def assert_passes(
-    output: str,
+    output: OutputArg,
     dimension: DimensionsArg = None,
     *,
     source: SourceArg = None,
@@ -337,6 +340,10 @@ def assert_passes(
 ) -> Evaluation:
     """Evaluate ``output`` and raise :class:`BinevalAssertionError` unless every requested dimension's
     score reaches its threshold. Judge failures raise :class:`BinevalJudgeError` (never a pass).
+
+    ``output``: a text, or a conversation (a list of chat messages in the OpenAI format, or a
+    :class:`~pytest_bineval.Conversation`): questions of scope ``each_turn`` are asked of each assistant turn, and
+    a failure names the turn ("turn 3 (assistant): ...").
 
     ``dimension``: a name, a list, or None for all of the checklist's dimensions. ``threshold``: a float
     for all requested dimensions or ``{"name": value}``. Returns the :class:`Evaluation`.
@@ -366,7 +373,7 @@ def assert_passes(
 
 
 async def assert_passes_async(
-    output: str,
+    output: OutputArg,
     dimension: DimensionsArg = None,
     *,
     source: SourceArg = None,

@@ -74,6 +74,7 @@ QUESTIONS_SCHEMA: dict[str, Any] = {
                     "requirement": {"type": "string", "maxLength": 160},
                     "question": {"type": "string", "pattern": QUESTION_PATTERN},
                     "no_example": {"type": "string", "maxLength": 160},
+                    "scope": {"type": "string", "enum": ["each_turn", "conversation"]},
                 },
                 "required": ["requirement", "question", "no_example"],
                 "additionalProperties": False,
@@ -166,6 +167,7 @@ def _questions(obj: dict[str, Any]) -> list[dict[str, Any]]:
             "requirement": str(item.get("requirement") or "").strip(),
             "check": check,
             "check_problem": problem,
+            "scope": "each_turn" if item.get("scope") == "each_turn" else "conversation",  # else: the whole output
         })
     if not out:
         raise ValueError("no usable question given")
@@ -239,7 +241,8 @@ async def generate(client: LLMClient, task: str, dimensions: DimensionsArg = Non
             if check is not None:
                 attached.append(check)
             questions.append(Question(id=f"{name}-{n}", dimension=name, text=item["question"],
-                                      no_example=item["no_example"], requirement=item["requirement"], check=check))
+                                      no_example=item["no_example"], requirement=item["requirement"], check=check,
+                                      scope=item["scope"]))
         if n == 0:
             raise ChecklistGenerationError(
                 f"dimension {name!r} got no question that is not a duplicate of another dimension's"

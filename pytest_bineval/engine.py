@@ -23,6 +23,7 @@ from . import checklist as _checklist
 from . import confirm as _confirm
 from . import judge as _judge
 from .budget import Budget, parse_budget
+from .conversation import Conversation, OutputArg, as_output
 from .dimensions import DimensionsArg
 from .errors import BinevalError, BudgetReachedError, InputTooLargeError
 from .llm.cache import ResponseCache, cache_signing
@@ -195,19 +196,23 @@ class Engine:
         self.add_usage(usage, checklist=True)
         return result
 
-    async def aevaluate(self, output: str, checklist: Checklist, source: SourceArg = None, *,
+    async def aevaluate(self, output: OutputArg, checklist: Checklist, source: SourceArg = None, *,
                         model: str | None = None, prompt: Prompt | None = None,
                         question_first: bool = False, explain: ExplainMode | None = None) -> Evaluation:
-        """Judge ``output``; ``source``: a text or a list of documents (:mod:`pytest_bineval.sources`);
-        ``prompt``: an evaluator prompt for this call (default: the settings' judge prompt, else the packaged one);
-        ``explain``: the explain mode for this call (default: the settings'). The input is checked by the caller,
-        where it came in (:meth:`evaluate` checks it; so do ``assert_passes`` and ``pytest_bineval.evaluate``)."""
+        """Judge ``output`` (a text, or a conversation: a list of chat messages or a
+        :class:`~pytest_bineval.Conversation`); ``source``: a text or a list of documents
+        (:mod:`pytest_bineval.sources`); ``prompt``: an evaluator prompt for this call (default: the settings' judge
+        prompt, else the packaged one); ``explain``: the explain mode for this call (default: the settings'). The
+        input is checked by the caller, where it came in (:meth:`evaluate` checks it; so do ``assert_passes`` and
+        ``pytest_bineval.evaluate``); a list of messages given here is read as a conversation (checked once)."""
+        output = as_output(output)  # a str or a Conversation as it is
         async with self.http.scope():  # the HTTP clients of this loop serve every request of it
             return await self._aevaluate(output, checklist, source, model=model, prompt=prompt,
                                          question_first=question_first, explain=explain)
 
-    async def _aevaluate(self, output: str, checklist: Checklist, source: SourceArg, *, model: str | None,
-                         prompt: Prompt | None, question_first: bool, explain: ExplainMode | None) -> Evaluation:
+    async def _aevaluate(self, output: str | Conversation, checklist: Checklist, source: SourceArg, *,
+                         model: str | None, prompt: Prompt | None, question_first: bool,
+                         explain: ExplainMode | None) -> Evaluation:
         text = source_text(source)  # documents: numbered and delimited, as the judge reads them
         self.check_budget()
         name = model or self.settings.judge_model
@@ -263,7 +268,8 @@ class Engine:
         self.add_usage(result.usage)
         return result
 
-    async def _confirm(self, result: Evaluation, output: str, checklist: Checklist, source: str | None, name: str,
+    async def _confirm(self, result: Evaluation, output: str | Conversation, checklist: Checklist, source: str | None,
+                       name: str,
                        *, concurrency: int, question_first: bool, prompt: Prompt | None) -> Evaluation:
         """``result`` with its failing (and borderline) verdicts confirmed (:mod:`pytest_bineval.confirm`): each
         re-asked one re-ask at a time, re-ask k with the cache key of repeat k and no explanation; the questions
@@ -277,7 +283,7 @@ class Engine:
         async def confirm(first: Verdict) -> tuple[Verdict, int]:
             question = questions[first.question_id]
             messages = _judge.judge_messages(checklist.task, source, output, question,
-                                             question_first=question_first, prompt=prompt)
+                                             question_first=question_first, prompt=prompt, turn=first.turn)
             reasks: list[Verdict] = []
             while _confirm.ask_again([first.answer, *(r.answer for r in reasks)], s.confirm, s.confidence):
                 client = self.client(name, repeat=len(reasks) + 1, deadline=deadline)
@@ -293,8 +299,8 @@ class Engine:
         self.add_usage(usage, confirm=cost)
         if failures:
             raise failures[0]
-        by_id = {v.question_id: v for v, _ in outcomes}
-        verdicts = [by_id.get(v.question_id, v) for v in result.verdicts]
+        by_id = {(v.question_id, v.turn): v for v, _ in outcomes}
+        verdicts = [by_id.get((v.question_id, v.turn), v) for v in result.verdicts]
         return result.model_copy(update={"verdicts": verdicts, "usage": result.usage + usage})
 
     def checklist(self, task: str | None, dimensions: DimensionsArg = None, *, model: str | None = None,
@@ -303,10 +309,10 @@ class Engine:
         return self.run(self.achecklist(task, dimensions, model=model, strategy=strategy, question=question,
                                         qworld=qworld))
 
-    def evaluate(self, output: str, checklist: Checklist, source: SourceArg = None, *,
+    def evaluate(self, output: OutputArg, checklist: Checklist, source: SourceArg = None, *,
                  model: str | None = None) -> Evaluation:
-        _judge.check_output(output, source)
-        return self.run(self.aevaluate(output, checklist, source, model=model))
+        judged = _judge.check_output(output, source)
+        return self.run(self.aevaluate(judged, checklist, source, model=model))
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine of this engine from sync code: on the calling thread's event loop of this engine (made

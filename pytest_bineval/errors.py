@@ -93,6 +93,10 @@ class CheckError(UsageError):
     """A check that is not in the catalogue, or whose parameters do not fit its kind."""
 
 
+class ConversationError(UsageError):
+    """A list of chat messages that is not a conversation the plugin can judge (the message and what is wrong)."""
+
+
 class CheckTimeout(BinevalError):
     """A check that did not finish within its bound (a regular expression that backtracks catastrophically)."""
 

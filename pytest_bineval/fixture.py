@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .conversation import OutputArg
 from .dimensions import DimensionsArg, resolve_dimensions
 from .errors import UsageError
 from .models import Checklist, Evaluation
@@ -39,8 +40,9 @@ class Bineval:
         return service.engine.run(service.agenerate(task or DEFAULT_TASK, qworld_dimensions(dimensions), strategy,
                                                     question))
 
-    def evaluate(self, output: str, checklist: Checklist, source: SourceArg = None, *,
+    def evaluate(self, output: OutputArg, checklist: Checklist, source: SourceArg = None, *,
                  dimensions: list[str] | None = None, model: str | None = None) -> Evaluation:
-        """Answer the checklist's questions (or its ``dimensions``') about ``output`` with the session's engine
-        (its cache, its usage); no threshold, no record. ``source``: a text or a list of documents."""
+        """Answer the checklist's questions (or its ``dimensions``') about ``output`` (a text, or a conversation: a
+        list of chat messages) with the session's engine (its cache, its usage); no threshold, no record.
+        ``source``: a text or a list of documents."""
         return self._service.engine.evaluate(output, checklist.select(dimensions), source, model=model)

@@ -13,8 +13,12 @@ characters of the output and 4,000 of the source (as the judge read it: document
 own evaluations' full texts are kept in memory for this (:class:`KeptInput`, never written to a report); the
 baseline's source is this run's when the digests say it is the same, else the one its report keeps. A side whose
 kept text is not what the judge read (cut, or redacted) cannot be re-asked faithfully: its flips are unconfirmed,
-saying why. The fresh asks are cached under their own keys (repeat :data:`FLIP_REPEAT` + i), apart from the first asks,
-``--bineval-repeats`` and ``--bineval-confirm``: the baseline's, made once, serve every later run against it.
+saying why. A conversation is re-asked as it was judged: a question asked of one of its turns (scope ``each_turn``)
+is re-asked of that turn with the conversation up to and including it, on both sides (verdicts are matched by
+turn); the record keeps its messages, each text's first 4,000 characters, and its digest tells whether they are the
+whole conversation. The fresh asks are cached under their own keys (repeat :data:`FLIP_REPEAT` + i), apart from
+the first asks, ``--bineval-repeats`` and ``--bineval-confirm``: the baseline's, made once, serve every later run
+against it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import judge as _judge
+from .conversation import Conversation
 from .errors import BudgetReachedError
 from .flips import flip_plan, flip_status, next_ask
 from .models import Answer, Question, Usage
@@ -51,7 +56,18 @@ _CUT = re.compile(r"… \[\d+ more characters\]\Z")  # how a record marks a text
 class JudgeInput:
     task: str
     source: str | None
-    output: str
+    output: str | Conversation
+
+
+def _output_of(record: EvaluationRecord) -> str | Conversation | None:
+    """The output the judge read for ``record`` as the record keeps it (a conversation: its messages); None when it
+    keeps only part of it (cut, or redacted: the digest is not the kept output's)."""
+    if not record.output_digest:
+        return None
+    if record.conversation is not None:
+        convo = Conversation(record.conversation)
+        return convo if convo.digest() == record.output_digest else None
+    return record.output if text_digest(record.output) == record.output_digest else None
 
 
 def _source_of(record: EvaluationRecord) -> str | bool | None:
@@ -71,31 +87,40 @@ def _source_of(record: EvaluationRecord) -> str | bool | None:
 def judge_input(record: EvaluationRecord, kept: KeptInput | None = None) -> JudgeInput | str:
     """What the judge read for ``record`` (``kept``: its full texts, for this run's own), or why it is not known."""
     if kept is not None:
-        return JudgeInput(record.task, kept.source, kept.output)
-    if not record.output_digest or text_digest(record.output) != record.output_digest:
+        whole = kept.output if kept.conversation is None else Conversation(kept.conversation)
+        return JudgeInput(record.task, kept.source, whole)
+    output = _output_of(record)
+    if output is None:
         return "the report keeps only part of the output (cut, or redacted)"
     source = _source_of(record)
     if source is False:
         return "the report keeps only part of the source (its first 4,000 characters, redacted)"
-    return JudgeInput(record.task, source if isinstance(source, str) else None, record.output)
+    return JudgeInput(record.task, source if isinstance(source, str) else None, output)
 
 
 def baseline_input(before: EvaluationRecord, after: EvaluationRecord, now: JudgeInput) -> JudgeInput | str:
     """What the judge read for the baseline's ``before``: its output as its report keeps it, and its source -- this
     run's own (``now``'s) when the digests say it is the same, else as the report keeps it."""
-    if not before.output_digest or text_digest(before.output) != before.output_digest:
+    output = _output_of(before)
+    if output is None:
         return "the report keeps only part of the output (cut, or redacted)"
     if before.source_digest is not None and before.source_digest == after.source_digest:
-        return JudgeInput(before.task, now.source, before.output)
+        return JudgeInput(before.task, now.source, output)
     source = _source_of(before)
     if source is False:
         return "the source changed, and the report keeps only part of the baseline's (its first 4,000 characters)"
-    return JudgeInput(before.task, source if isinstance(source, str) else None, before.output)
+    return JudgeInput(before.task, source if isinstance(source, str) else None, output)
 
 
-def keep_input(record: EvaluationRecord, output: str, source: SourceArg) -> KeptInput | None:
-    """The texts to keep for ``record`` when it keeps less than the judge read (None: it keeps all of it)."""
+def keep_input(record: EvaluationRecord, output: str | Conversation, source: SourceArg) -> KeptInput | None:
+    """The texts to keep for ``record`` when it keeps less than the judge read (None: it keeps all of it); a
+    conversation's messages in full."""
     text = source_text(source)
+    if isinstance(output, Conversation):
+        messages = output.to_openai()
+        if record.conversation == messages and record.source == text:
+            return None
+        return KeptInput(key=record.key, output=output.transcript(), source=text, conversation=messages)
     if record.output == output and record.source == text:
         return None
     return KeptInput(key=record.key, output=output, source=text)
@@ -149,10 +174,12 @@ async def confirm_flips(report: RegressionReport, before: Sequence[EvaluationRec
     embedded = any(is_embedded(new[d.key].model) for d, _ in pending)
     semaphore = asyncio.Semaphore(1 if embedded else max(1, engine.settings.concurrency))
 
-    async def ask(record: EvaluationRecord, question: Question, side: JudgeInput, index: int) -> tuple[Answer, str]:
+    async def ask(record: EvaluationRecord, question: Question, side: JudgeInput, index: int,
+                  turn: int | None) -> tuple[Answer, str]:
         engine.check_budget()
+        # the run's judge prompt; a question of one turn of a conversation: the conversation up to that turn
         messages = _judge.judge_messages(side.task, side.source, side.output, question,
-                                         prompt=engine._judge_prompt)  # the run's judge prompt
+                                         prompt=engine._judge_prompt, turn=turn)
         client = engine.client(record.model, repeat=FLIP_REPEAT + index, deadline=engine.assertion_deadline())
         verdict = await _judge.reask(client, messages, question, semaphore, spent)
         counts["asks"] += 1
@@ -165,7 +192,7 @@ async def confirm_flips(report: RegressionReport, before: Sequence[EvaluationRec
         while (side := next_ask(plan, answers["new"], answers["baseline"])) is not None:
             try:
                 answer, error = await ask(record, question if side == "new" else baseline_question,
-                                          now if side == "new" else was, len(answers[side]))
+                                          now if side == "new" else was, len(answers[side]), change.turn)
             except BudgetReachedError as exc:
                 return FlipCheck(status="unconfirmed", new=answers["new"], baseline=answers["baseline"],
                                  reason=str(exc))

@@ -41,7 +41,8 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from .errors import ArgumentTypeError, CallError, InputTooLargeError
+from .conversation import Conversation, asked_turns, check_subject, judged_text, output_size, turn_question
+from .errors import CallError, InputTooLargeError
 from .llm.caching import Points
 from .llm.client import LLMClient
 from .llm.parsing import answer_at, answer_settled, check_answer_once, read_reply, reply_schema
@@ -129,36 +130,22 @@ def _clean_explanation(text: str) -> str:
     return text[:EXPLANATION_MAX].strip()
 
 
-@dataclass(frozen=True)
-class JudgeInput:
-    """What every question of one evaluation shares: the evaluator prompt and the task, source and output as they
-    go into it, delimited once (:meth:`of`)."""
-
-    prompt: Prompt
-    values: dict[str, str]
-
-    @classmethod
-    def of(cls, task: str, source: str | None, output: str, prompt: Prompt | None = None) -> JudgeInput:
-        chosen = prompt or load_prompt("judge")
-        return cls(chosen, chosen.guarded({"task": task, "source": delimit(source) if source is not None else NO_SOURCE,
-                                           "output": delimit(output)}))
-
-    def messages(self, question: Question, *, question_first: bool = False) -> list[dict[str, Any]]:
-        """The evaluator messages of ``question``; ``question_first`` defeats prefix reuse (for the benchmark
-        only)."""
-        messages: list[dict[str, Any]] = self.prompt.filled(
-            {**self.values, "question": question.text, "no_example": question.no_example or "(none given)"})
-        if question_first:
-            messages[1]["content"] = f"Question: {question.text}\n\n{messages[1]['content']}"
-        return messages
-
-
-def judge_messages(task: str, source: str | None, output: str, question: Question,
-                   *, question_first: bool = False, prompt: Prompt | None = None) -> list[dict[str, Any]]:
+def judge_messages(task: str, source: str | None, output: str | Conversation, question: Question,
+                   *, question_first: bool = False, prompt: Prompt | None = None,
+                   turn: int | None = None) -> list[dict[str, Any]]:
     """The evaluator messages (``prompt``: an evaluator prompt of your own instead of the packaged one);
-    ``question_first`` defeats prefix reuse (for the benchmark only). Several questions about one output:
-    :class:`JudgeInput` (delimits once)."""
-    return JudgeInput.of(task, source, output, prompt).messages(question, question_first=question_first)
+    ``question_first`` defeats prefix reuse (for the benchmark only). A conversation is read as its transcript, up
+    to and including ``turn`` when the question is asked of that turn (which the question then names)."""
+    messages: list[dict[str, Any]] = (prompt or load_prompt("judge")).messages(
+        task=task,
+        source=delimit(source) if source is not None else NO_SOURCE,
+        output=delimit(judged_text(output, turn)),
+        question=turn_question(question.text, turn),
+        no_example=question.no_example or "(none given)",
+    )
+    if question_first:
+        messages[1]["content"] = f"Question: {question.text}\n\n{messages[1]['content']}"
+    return messages
 
 
 # A question that refers to the input (the questions prompt tells the writer to call it "the input") cannot be
@@ -241,15 +228,19 @@ def explanation_messages(messages: list[dict[str, Any]], answer_reply: str) -> l
     return [*messages, {"role": "assistant", "content": answer_reply}, dict(load_follow_up("explain"))]
 
 
-def check_output(output: object, source: object) -> None:
-    """The input's one check, where it comes in: an output that is not a ``str`` (or a source neither ``str`` nor
-    None) is an :class:`ArgumentTypeError` before anything is asked."""
-    if not isinstance(output, str):
-        raise ArgumentTypeError(f"the output under test must be a str, not {type(output).__name__}")
+def check_output(output: object, source: object) -> str | Conversation:
+    """The input's one check, where it comes in, and the output under test as it is judged: a str as it is, a
+    conversation validated once (:func:`~pytest_bineval.conversation.as_output`: a :class:`ConversationError` naming
+    the message); any other output, or a source neither ``str``, documents nor None, is an error saying what is
+    wrong before anything is asked."""
+    from .conversation import as_output
+
+    judged = as_output(output)
     if source is not None and not isinstance(source, str):  # a list of documents (pytest_bineval.sources), checked
         from .sources import read_source
 
         read_source(source)
+    return judged
 
 
 @dataclass
@@ -349,15 +340,16 @@ def _cached_verdict(entry: dict[str, Any] | None) -> tuple[Literal["yes", "no"],
 
 async def judge_question(client: LLMClient, messages: list[dict[str, Any]], question: Question,
                          explain: ExplainMode = "failing",
-                         prefix: Points | None = None) -> tuple[Verdict, Usage]:
+                         prefix: Points | None = None, *, turn: int | None = None) -> tuple[Verdict, Usage]:
     """One verdict: from the cache, else an answer request and, when ``explain`` wants one, an
     explanation request. A failed answer is an error verdict; a failed explanation keeps the answer and
     says why the explanation is missing (and is not cached). ``prefix``: where the messages' shared part ends
-    (:func:`shared_prefix`; a prompt-cache breakpoint for providers that need one)."""
+    (:func:`shared_prefix`; a prompt-cache breakpoint for providers that need one); ``turn``: the conversation's
+    turn the question was asked of (recorded in the verdict)."""
     base: dict[str, Any] = {"question_id": question.id, "dimension": question.dimension,
-                            "question": question.text, "explain": explain}
-    key = verdict_key(client, messages, explain) if client.cache is not None else ""  # (no cache: no key to make)
-    hit = _cached_verdict(client.lookup(key)) if key else None
+                            "question": question.text, "explain": explain, "turn": turn}
+    key = verdict_key(client, messages, explain)
+    hit = _cached_verdict(client.lookup(key))
     if hit is not None:
         answer, p_yes, explanation = hit
         return (Verdict(**base, answer=answer, p_yes=p_yes, explanation=explanation, cached=True),
@@ -390,7 +382,7 @@ async def judge_question(client: LLMClient, messages: list[dict[str, Any]], ques
 
 async def judge(
     client: LLMClient,
-    output: str,
+    output: str | Conversation,
     checklist: Checklist,
     source: str | None = None,
     *,
@@ -401,7 +393,9 @@ async def judge(
 ) -> Evaluation:
     """Answer every question of ``checklist`` about ``output``; judge failures become error verdicts.
 
-    An empty output is judged like any other (each question is still asked; a sound judge says no).
+    An empty output is judged like any other (each question is still asked; a sound judge says no). A conversation's
+    questions of scope ``each_turn`` are asked once per assistant turn, turn by turn (the questions of one turn share
+    the prompt up to the question; a later turn's transcript starts with an earlier one's).
     Output and source too large for the judge's context raise :class:`InputTooLargeError` once every question
     already being asked has finished (none is left running; none not yet asked is asked), with the usage of
     every request made (the failed ones too). The input was checked where it came in (``assert_passes``,
@@ -409,37 +403,46 @@ async def judge(
     """
     semaphore = asyncio.Semaphore(max(1, concurrency))
     stop = asyncio.Event()  # set by a question that raised: the questions not asked yet are not asked
-    shared = JudgeInput.of(checklist.task, source, output, prompt)  # rendered once, for every question
-    nothing = Question(id="", dimension="", text="")
-    blank = shared.messages(nothing, question_first=question_first)
-    blank_output = JudgeInput.of(checklist.task, source, "", prompt).messages(nothing, question_first=question_first)
+    empty = Question(id="", dimension="", text="")
+    blank_output = judge_messages(checklist.task, source, "", empty, question_first=question_first, prompt=prompt)
+    blanks: dict[int | None, list[dict[str, Any]]] = {}  # per turn: the messages for an empty question
 
-    async def ask(q: Question) -> tuple[Verdict, Usage] | None:
+    def blank(turn: int | None) -> list[dict[str, Any]]:
+        if turn not in blanks:
+            blanks[turn] = judge_messages(checklist.task, source, output, empty, question_first=question_first,
+                                          prompt=prompt, turn=turn)
+        return blanks[turn]
+
+    async def ask(q: Question, turn: int | None) -> tuple[Verdict, Usage] | None:
         if q.check is not None:  # code answers it: the judge is never asked
-            return await checked_verdict(q, q.check, output, check_seconds(client)), Usage()
+            return await checked_verdict(q, q.check, check_subject(output, turn), check_seconds(client),
+                                         turn=turn), Usage()
         async with semaphore:
             if stop.is_set():
                 return None
-            messages = shared.messages(q, question_first=question_first)
+            messages = judge_messages(checklist.task, source, output, q, question_first=question_first,
+                                      prompt=prompt, turn=turn)
             try:
                 return await judge_question(client, messages, q, explain,
-                                            cache_points(messages, blank, blank_output))
+                                            cache_points(messages, blank(turn), blank_output), turn=turn)
             except Exception:
                 stop.set()
                 raise
 
     loop = asyncio.get_running_loop()
     started = loop.time()
-    questions = list(checklist.questions)
-    first = next((i for i, q in enumerate(questions) if q.check is None), None)
+    # the whole output's questions, then each assistant turn's (a text output has no turns)
+    turns = sorted({t for q in checklist.questions for t in asked_turns(q.scope, output)}, key=lambda t: t or 0)
+    asks = [(q, t) for t in turns for q in checklist.questions if t in asked_turns(q.scope, output)]
+    first = next((i for i, (q, _) in enumerate(asks) if q.check is None), None)
     if first is not None and client.stream_unknown() and not client.continues_prefill():
         # whether the model streams is not known: its first question is asked alone, so that a server that cannot
         # stream costs one streamed request, not one per question asked at once
-        head, head_failures = await settle([ask(questions[first])])
-        rest, failures = await settle([ask(q) for i, q in enumerate(questions) if i != first])
+        head, head_failures = await settle([ask(*asks[first])])
+        rest, failures = await settle([ask(*a) for i, a in enumerate(asks) if i != first])
         outcomes, failures = [*rest[:first], *head, *rest[first:]], [*head_failures, *failures]
     else:
-        outcomes, failures = await settle([ask(q) for q in questions])
+        outcomes, failures = await settle([ask(*a) for a in asks])
     results = [o for o in outcomes if o is not None]  # None: not asked, another question had raised
     usage = Usage.total([*(u for _, u in results), *(usage_of_error(e) for e in failures)])
     usage.seconds = loop.time() - started
@@ -449,7 +452,7 @@ async def judge(
         exc = next((e for e in failures if isinstance(e, InputTooLargeError)), failures[0])
         if not isinstance(exc, InputTooLargeError):
             raise exc
-        sizes = f"output: {len(output)} characters"
+        sizes = output_size(output)
         if source is not None:
             sizes += f", source: {len(source)} characters"
         raise InputTooLargeError(f"{exc} ({sizes}); shorten them or use a model with a larger context",
@@ -490,20 +493,25 @@ def check_seconds(client: LLMClient) -> float:
     return seconds
 
 
-async def checked_verdict(question: Question, check: dict[str, Any], output: str, seconds: float) -> Verdict:
+async def checked_verdict(question: Question, check: dict[str, Any], output: str | Conversation, seconds: float,
+                          *, turn: int | None = None) -> Verdict:
     """The verdict of ``question`` decided by its ``check``: the check's result and what it measured; a check
-    that does not finish within ``seconds`` is an error verdict saying so (never a pass)."""
+    that does not finish within ``seconds`` is an error verdict saying so (never a pass). ``turn``: the
+    conversation's turn it was asked of (``output`` is then that turn alone)."""
     from .checks.running import arun_check
+    from .checks.tools import ToolCheckResult
     from .errors import CheckTimeout
 
     base: dict[str, Any] = {"question_id": question.id, "dimension": question.dimension, "question": question.text,
-                            "decided_by": "code"}
+                            "decided_by": "code", "turn": turn}
     try:
         result = await arun_check(check, output, seconds)
     except CheckTimeout as exc:
         return Verdict(**base, answer="error", error=f"{exc} (a check's bound: --bineval-timeout, within the "
                                                      "evaluation's deadline)")
-    return Verdict(**base, answer="yes" if result.passed else "no", explanation=result.explanation)
+    return Verdict(**base, answer="yes" if result.passed else "no", explanation=result.explanation,
+                   found_turn=result.turn if isinstance(result, ToolCheckResult) and not result.passed and turn is None
+                   else None)
 
 
 async def settle(aws: Sequence[Awaitable[T]]) -> tuple[list[T], list[BaseException]]:

@@ -16,6 +16,7 @@ from pydantic import (
     model_serializer,
 )
 
+from .conversation import turn_label
 from .dimensions import did_you_mean
 from .errors import UsageError
 from .kinds import EXPLAIN_MODES as EXPLAIN_MODES  # re-exported: the words live in the light .kinds
@@ -70,6 +71,9 @@ class Question(BaseModel):
     check: dict[str, Any] | None = Field(
         default=None, description='a check of the catalogue (pytest_bineval.checks), e.g. {"kind": "max_sentences", '
         '"value": 3}: code answers the question, the judge is never asked')
+    scope: Literal["conversation", "each_turn"] = Field(
+        default="conversation", description="about a conversation under test: the whole of it (conversation), or each "
+        "assistant turn (each_turn: asked once per assistant turn, with the conversation up to it as context)")
 
     @field_validator("check")
     @classmethod
@@ -80,7 +84,8 @@ class Question(BaseModel):
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_unset(handler(self), {"points": None, "branch": "", "tag": "", "check": None})
+        return _omit_unset(handler(self), {"points": None, "branch": "", "tag": "", "check": None,
+                                           "scope": "conversation"})
 
     @property
     def weight(self) -> int:
@@ -259,10 +264,27 @@ class Verdict(BaseModel):
         default=None, description="the explain mode that made this verdict (None: recorded before modes existed)")
     decided_by: Literal["judge", "code"] = Field(
         default="judge", description="code: the question's check answered it (no judge request)")
+    turn: int | None = Field(
+        default=None, description="a conversation under test: the assistant turn this verdict is about (a question "
+                                  "of scope each_turn; turns count every message from 1); None: the whole output")
+    found_turn: int | None = Field(
+        default=None, description="a check of a whole conversation that failed: the turn where it found what failed "
+                                  "(a forbidden call, calls out of order, arguments against the schema)")
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_unset(handler(self), {"decided_by": "judge", "confirmation": None})
+        return _omit_unset(handler(self), {"decided_by": "judge", "confirmation": None, "turn": None,
+                                           "found_turn": None})
+
+    @property
+    def asked(self) -> str:
+        """The question as every output shows it: ``turn 3 (assistant): <question>`` when it is about one turn."""
+        return self.question if self.turn is None else f"{turn_label(self.turn)}: {self.question}"
+
+    @property
+    def step(self) -> int | None:
+        """The turn this verdict locates (its own, or where its check found what failed); None: none."""
+        return self.turn if self.turn is not None else self.found_turn
 
     def reason(self) -> str:
         """The explanation, or why there is none (an explanation request that failed, explain mode none)."""

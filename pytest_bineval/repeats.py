@@ -59,7 +59,7 @@ def combine_repeats(evaluations: Sequence[Evaluation], seconds: float | None = N
     if len(evaluations) == 1:
         return first
     for other in evaluations[1:]:
-        if [v.question_id for v in other.verdicts] != [v.question_id for v in first.verdicts]:
+        if [(v.question_id, v.turn) for v in other.verdicts] != [(v.question_id, v.turn) for v in first.verdicts]:
             raise ValueError("repeats of one evaluation must answer the same questions in the same order")
     verdicts = [combine_verdicts(group) for group in zip(*(e.verdicts for e in evaluations), strict=True)]
     usage = Usage.total(e.usage for e in evaluations)

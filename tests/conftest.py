@@ -19,6 +19,14 @@ _provider_ids = itertools.count(1)
 if importlib.util.find_spec("llama_cpp") is not None:
     import llama_cpp  # noqa: F401
 
+# The importlib_metadata backport (imported by litellm) deletes the standard library's
+# PathFinder.find_distributions when first imported and puts its own finder on sys.meta_path; an in-process run then
+# restores sys.meta_path and sys.modules but not the deleted method, and every later importlib.metadata lookup of
+# this worker finds no package at all ("No package metadata was found for pluggy" from pytest's own header).
+# Imported here once, its finder stays for the whole session.
+if importlib.util.find_spec("importlib_metadata") is not None:
+    import importlib_metadata  # noqa: F401
+
 # For the same reason, the modules every in-process run of the plugin needs are imported here once, instead of
 # again in each run (pydantic models, the engine, the assertion path and the outputs: ~1 s a run on a loaded
 # machine). They are the plugin's own; the tests of lazy imports run in subprocesses.

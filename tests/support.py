@@ -259,6 +259,41 @@ def test_summary():
 '''
 
 
+# A support chat in three user turns with an order lookup (assistant turns 3, 5, 7 and 9), and its checklist: a
+# question asked of each assistant turn, one about the whole conversation, two tool checks and a per-turn length
+# check that turn 5 fails (decided by code: the same on every machine). For the real-judge tests.
+SUPPORT_CHAT: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are the support assistant of Quire, an online bookshop. Look orders up with "
+                                  "the lookup_order tool before you answer about them."},
+    {"role": "user", "content": "Hi, where is my order A-1043?"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+        "name": "lookup_order", "arguments": '{"order_id": "A-1043"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": '{"status": "shipped", "carrier": "DPD", "eta": "Friday"}'},
+    {"role": "assistant", "content": "Your order A-1043 has shipped with DPD and should arrive on Friday. You can "
+                                     "follow the parcel with the tracking link in your confirmation email."},
+    {"role": "user", "content": "Can I still change the delivery address?"},
+    {"role": "assistant", "content": "Not through us once it has shipped, but DPD lets you redirect it."},
+    {"role": "user", "content": "Great, thanks!"},
+    {"role": "assistant", "content": "You're welcome. Enjoy your books!"},
+]
+SUPPORT_CHECKLIST: dict[str, Any] = {
+    "task": "Answer the customer's questions about their orders in a support chat, looking orders up with the "
+            "lookup_order tool.",
+    "dimensions": {"helpfulness": "The assistant answers what the customer asked, politely.",
+                   "tools": "The assistant looks orders up before it answers about them."},
+    "questions": [
+        {"id": "helpfulness-1", "dimension": "helpfulness", "text": "Is the reply polite?", "scope": "each_turn"},
+        {"id": "helpfulness-2", "dimension": "helpfulness", "text": "Does the conversation tell the customer where "
+         "the order is?"},
+        {"id": "helpfulness-3", "dimension": "helpfulness", "text": "Does the reply have at most 15 words?",
+         "scope": "each_turn", "check": {"kind": "max_words", "value": 15}},
+        {"id": "tools-1", "dimension": "tools", "text": "Does the assistant look the order up?",
+         "check": {"kind": "tool_called", "name": "lookup_order", "arguments": {"order_id": "A-1043"}}},
+        {"id": "tools-2", "dimension": "tools", "text": "Does the assistant avoid refunding?",
+         "check": {"kind": "tool_not_called", "name": "refund_order"}},
+    ],
+    "model": "hand-written",
+}
 def terminate_after(pytester: pytest.Pytester, passed: int, *, group: bool, wait: float = 240) -> tuple[int, str]:
     """Run pytest under ``-n 2`` (``-v``, the JSON and HTML reports and JUnit on) in a subprocess, send it SIGTERM
     once the controller has heard of ``passed`` passing tests (to the controller, or to its whole process group as

@@ -128,6 +128,11 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
         Variant("geval", "geval", "score on the dimension's scale, probability-weighted when logprobs exist"),
         Variant("geval-int", "geval", "the generated integer score"),
     ),
+    "bineval-turns": (
+        Variant("bineval-turns", "bineval-turns", "share of yes of the reply's turn, every question asked of each "
+                "assistant turn of the dialogue"),
+        Variant("bineval-turns-pyes", "bineval-turns", "mean P(yes) of the reply's turn, asked turn by turn"),
+    ),
     "unieval": (Variant("unieval", "unieval", "P(yes) of one Boolean question (0/1 without logprobs)"),),
     "likelihood": (Variant("likelihood", "likelihood", "mean token log-probability of the output", bounded=False),),
     "overlap": (Variant("overlap", "overlap", "share of output words found in the source"),),
@@ -581,6 +586,7 @@ def make_method(name: str, engine: Engine, model: str, spec: DatasetSpec, pinned
     """The method called ``name`` for a dataset."""
     if name == "bineval":
         return BinevalMethod(engine, model, spec, pinned)
+
     classes: dict[str, type[Method]] = {
         "geval": GevalMethod,
         "unieval": UnievalMethod,

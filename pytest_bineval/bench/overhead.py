@@ -153,13 +153,12 @@ def questions(n: int) -> list[str]:
 def floor_requests(n: int) -> list[dict[str, Any]]:
     """The chat-completion bodies the floors post per test: the judge's messages of each question (as
     pytest-bineval renders them), ``max_tokens`` as the judge asks for an answer and its explanation."""
-    from ..judge import EXPLANATION_MAX_TOKENS, JudgeInput, streamed_messages
+    from ..judge import EXPLANATION_MAX_TOKENS, judge_messages, streamed_messages
     from ..models import Question
 
-    shared = JudgeInput.of(TASK, SOURCE, OUTPUT)
     return [{"model": "overhead", "temperature": 0.0, "max_tokens": EXPLANATION_MAX_TOKENS + 16,
-             "messages": streamed_messages(shared.messages(Question(id=f"c-{i}", dimension="consistency",
-                                                                    text=text)))}
+             "messages": streamed_messages(judge_messages(TASK, SOURCE, OUTPUT, Question(
+                 id=f"c-{i}", dimension="consistency", text=text)))}
             for i, text in enumerate(questions(n), 1)]
 
 

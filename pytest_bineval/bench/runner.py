@@ -24,6 +24,7 @@ from ..models import Checklist, Usage
 from . import datasets as ds
 from .methods import ItemResult, Method, make_method
 from .specs import CUSTOM, DATASETS, METHODS, CustomData, DatasetSpec, dataset_names
+from .turns import TurnsMethod
 
 __all__ = ["BenchConfig", "BenchRun", "MethodRun", "load_items", "run_bench"]
 
@@ -175,7 +176,8 @@ async def run_methods(config: BenchConfig, spec: DatasetSpec, items: list[ds.Ite
             if name not in spec.methods:
                 runs.append(MethodRun(name, status="n/a", reason=f"not applicable to {spec.name}"))
                 continue
-            method = make_method(name, engine, config.model, spec, config.checklist)
+            method = (TurnsMethod(engine, config.model, spec, config.checklist) if name == "bineval-turns"
+                      else make_method(name, engine, config.model, spec, config.checklist))
             run = await _run_method(method, items, concurrency, progress, f"{spec.name} {name}")
             if name == "bineval" and getattr(method, "checklist", None) is not None:
                 run.notes["checklist"] = method.checklist.model_dump(mode="json")  # type: ignore[attr-defined]

@@ -33,7 +33,9 @@ Protocol = Literal["summary-level", "pooled", "ifbench"]
 Loader = Callable[[PathLike | None], list[Item]]
 
 #: All methods, in the order they are run and reported.
-METHODS: tuple[str, ...] = ("bineval", "geval", "unieval", "likelihood", "overlap")
+METHODS: tuple[str, ...] = ("bineval", "bineval-turns", "geval", "unieval", "likelihood", "overlap")
+#: The methods of a dataset of texts (``bineval-turns`` judges a dialogue turn by turn: Topical-Chat's only).
+TEXT_METHODS: tuple[str, ...] = tuple(m for m in METHODS if m != "bineval-turns")
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class DatasetSpec:
     output_label: str
     loader: Loader
     binary_dimension: str | None = None  # human labels 0/1: also report AUROC
-    methods: tuple[str, ...] = METHODS
+    methods: tuple[str, ...] = TEXT_METHODS
     reference: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def load(self, data_dir: PathLike | None = None, *, limit: int | None = None,
@@ -237,6 +239,7 @@ DATASETS: dict[str, DatasetSpec] = {
             "Fact and dialogue",
             "Reply",
             load_topical_chat,
+            methods=METHODS,
         ),
         DatasetSpec(
             "qags-cnndm",

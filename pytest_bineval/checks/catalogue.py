@@ -26,11 +26,14 @@ import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import CheckError, CheckTimeout, MissingExtraError, install_hint
+
+if TYPE_CHECKING:
+    from ..conversation import Conversation
 
 EXTRA_HINT = install_hint("checks")
 
@@ -190,11 +193,13 @@ class Kind:
 
     name: str
     params: type[_Params]
-    run: Callable[[Any, str], CheckResult]
+    run: Callable[[Any, Any], CheckResult]  # (parameters, the reply's text; a Conversation for `conversation` kinds)
     question: Callable[[Any], str]
     needs: str | None = None  # the module of the optional extra `checks` it imports (None: none)
     # a verifier whose time depends on its parameters (a pattern): given the seconds it may take
     bounded: Callable[[Any, str, float], CheckResult] | None = None
+    # reads a conversation (its tool calls: checks/tools.py), not the text of a reply
+    conversation: bool = False
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -572,9 +577,16 @@ class Check:
     kind: Kind
     params: _Params
 
-    def run(self, output: str, seconds: float = CHECK_SECONDS) -> CheckResult:
+    def run(self, output: str | Conversation, seconds: float = CHECK_SECONDS) -> CheckResult:
         """Verify ``output``; a check whose time depends on its parameters (a ``regex``) ends within ``seconds``
-        (:class:`CheckTimeout` beyond: an error of the question, never a verdict)."""
+        (:class:`CheckTimeout` beyond: an error of the question, never a verdict). A check of the text reads a
+        conversation's last assistant reply; a check of tool calls reads a text as a reply that calls none."""
+        from ..conversation import Conversation, as_conversation
+
+        if self.kind.conversation:
+            return self.kind.run(self.params, as_conversation(output))
+        if isinstance(output, Conversation):
+            output = output.final_reply()
         if self.kind.bounded is not None:
             return self.kind.bounded(self.params, output, seconds)
         return self.kind.run(self.params, output)
@@ -617,6 +629,7 @@ def parse_check(spec: Mapping[str, Any] | Check) -> Check:
     return Check(kind, params)
 
 
-def run_check(spec: Mapping[str, Any] | Check, output: str, seconds: float = CHECK_SECONDS) -> CheckResult:
+def run_check(spec: Mapping[str, Any] | Check, output: str | Conversation,
+              seconds: float = CHECK_SECONDS) -> CheckResult:
     """Verify ``output`` against the check ``spec`` (within ``seconds``, see :meth:`Check.run`)."""
     return parse_check(spec).run(output, seconds)

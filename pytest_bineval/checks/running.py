@@ -12,15 +12,18 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CheckTimeout
 from .catalogue import Check, CheckResult, parse_check
 
+if TYPE_CHECKING:
+    from ..conversation import Conversation
+
 GRACE_SECONDS = 1.0  # beyond its bound, the time a check's thread is given to end (a pattern ends at the bound)
 
 
-async def arun_check(spec: Mapping[str, Any] | Check, output: str, seconds: float) -> CheckResult:
+async def arun_check(spec: Mapping[str, Any] | Check, output: str | Conversation, seconds: float) -> CheckResult:
     """The result of the check ``spec`` on ``output``, within ``seconds``: :class:`CheckTimeout` naming the bound
     when it takes longer; the check's own errors (a missing extra) are raised as they are."""
     check = parse_check(spec)
@@ -50,5 +53,6 @@ async def arun_check(spec: Mapping[str, Any] | Check, output: str, seconds: floa
     try:
         return await asyncio.wait_for(done, seconds + GRACE_SECONDS)
     except asyncio.TimeoutError:
+        size = f"{len(output):,} characters" if isinstance(output, str) else f"a conversation of {len(output)} turns"
         raise CheckTimeout(f"the check {check.kind.name!r} did not finish within {seconds:g} s on the response "
-                           f"({len(output):,} characters)") from None
+                           f"({size})") from None

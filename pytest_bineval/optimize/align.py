@@ -66,9 +66,9 @@ def agreement(reference: Sequence[Evaluation], target: Sequence[Evaluation]) -> 
     compared = 0
     disagreements: list[Disagreement] = []
     for i, (ref, tgt) in enumerate(zip(reference, target, strict=True)):
-        by_id = {v.question_id: v for v in tgt.verdicts}
+        by_id = {(v.question_id, v.turn): v for v in tgt.verdicts}  # a conversation: a verdict per turn
         for rv in ref.verdicts:
-            tv = by_id.get(rv.question_id)
+            tv = by_id.get((rv.question_id, rv.turn))
             if tv is None or rv.answer == "error" or tv.answer == "error":
                 continue
             compared += 1

@@ -81,11 +81,13 @@ def workflow_commands(records: Sequence[EvaluationRecord], regressions: Regressi
         lines = [score_line(rec)]
         if rec.outcome == "error":
             title = f"bineval: judge error in {rec.key}"
-            lines += [f"[{v.dimension}] {v.question} -> judge error: {v.error}" for v in rec.errors()]
+            lines += [f"[{v.dimension}] {v.asked} -> judge error: {v.error}" for v in rec.errors()]
         else:
             title = f"bineval: {rec.key} below threshold"
-            lines += [f"[{v.dimension}] {v.question} -> no: {v.reason()}"
+            lines += [f"[{v.dimension}] {v.asked} -> no: {v.reason()}"
                       for v in rec.failing()]
+            if rec.first_failing_turn is not None:
+                lines.append(f"first step that went wrong: {rec.turn_label(rec.first_failing_turn)}")
         out.append(command("error", "\n".join(lines), **_where(rec.location, rootdir, workspace), title=title))
     if regressions is not None:
         noise = ("unstable", "same input")  # the judge's noise: said in the summary, not as a regression
@@ -95,7 +97,7 @@ def workflow_commands(records: Sequence[EvaluationRecord], regressions: Regressi
             if d.key in annotated:
                 continue  # its failing assertion has an error annotation already
             note = f" ({flip_note(c)})" if c.flip is not None else ""
-            message = f"[{c.dimension}] {c.question}: yes -> no{note}\nnow: {c.explanation or '(no explanation)'}"
+            message = f"[{c.dimension}] {c.asked}: yes -> no{note}\nnow: {c.explanation or '(no explanation)'}"
             if c.baseline_explanation:
                 message += f"\nwas: {c.baseline_explanation}"
             out.append(command("warning", message, **_where(d.location, rootdir, workspace),
@@ -155,13 +157,15 @@ def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]
         out.append("")
         for v in failing:
             why = f"judge error: {v.error}" if v.answer == "error" else f"no: {v.reason()}"
-            out.append(f"- \\[{md(v.dimension)}\\] {md(v.question)} → {md(why)}")
+            out.append(f"- \\[{md(v.dimension)}\\] {md(v.asked)} → {md(why)}")
         out.append("")
+        if rec.first_failing_turn is not None:
+            out += [f"First step that went wrong: {md(rec.turn_label(rec.first_failing_turn))}.", ""]
     if diff is not None and diff.changes:
         out.append("Changes against the baseline:")
         out.append("")
         for c in diff.changes:
-            line = f"- **{c.kind}** \\[{md(c.dimension)}\\] {md(c.question)}: {c.before} → {c.after}"
+            line = f"- **{c.kind}** \\[{md(c.dimension)}\\] {md(c.asked)}: {c.before} → {c.after}"
             if c.flip is not None:
                 line += f" ({md(flip_note(c))})"
             if c.explanation or c.after == "no":  # a yes is not explained under --bineval-explain failing
@@ -174,6 +178,8 @@ def _test_block(rec: EvaluationRecord, diff: EvaluationDiff | None) -> list[str]
         out.append(f"Checklist changed: {len(diff.questions_added)} question(s) added, "
                    f"{len(diff.questions_removed)} removed.")
         out.append("")
+    if diff is not None and diff.turns_changed:
+        out += [f"Conversation: {md(diff.turns_changed)}.", ""]
     return out
 
 
@@ -235,7 +241,7 @@ def step_summary(records: Sequence[EvaluationRecord], totals: Totals, regression
                if any(v.confirmation is not None for _, v in unstable) else "the judge's repeats gave both answers")
         out.append(f"Unstable questions ({why}): {len(unstable)}")
         out.append("")
-        out += [f"- {md(r.key)} \\[{md(v.dimension)}\\] {md(v.question)}: {v.asks.count('yes')} of "
+        out += [f"- {md(r.key)} \\[{md(v.dimension)}\\] {md(v.asked)}: {v.asks.count('yes')} of "
                 f"{len(v.asks)} yes" for r, v in unstable]
         out.append("")
         sections.append(Section(out, "the unstable questions", 1))

@@ -27,6 +27,7 @@ from ..report.comparison import BaselineDiff, QuestionChange, RegressionReport
 from ..report.document import ReportDocument
 from ..report.record import DimensionResult, EvaluationRecord
 from .labelling_html import LabellingView
+from .transcript import TurnView, transcript
 from .verdict import Part, parts_of
 
 # -- the view the template lays out -------------------------------------------------------------------------
@@ -165,6 +166,11 @@ class Row:
     def verdict_cells(self) -> list[Cell]:
         """Every cell of this row (in checklist order), for the detail list."""
         return [c for c in self.cells if c is not None]
+
+    @property
+    def transcript(self) -> tuple[TurnView, ...]:
+        """A conversation's turns, each with the verdicts that failed there (none for a text output)."""
+        return transcript(self.record, self.verdict_cells)
 
     @property
     def dropped(self) -> bool:
@@ -337,7 +343,7 @@ def build_view(document: ReportDocument, comparison: RegressionReport | None = N
             continue
         headers = []
         for slot in range(size):
-            asked = {g[name][slot].question for g in grouped if len(g.get(name, ())) > slot}
+            asked = {g[name][slot].asked for g in grouped if len(g.get(name, ())) > slot}
             headers.append(f"[{name}] {asked.pop()}" if len(asked) == 1
                            else f"[{name}] question {slot + 1} ({len(asked)} different questions)")
         columns.append(Column(name, tuple(headers)))
@@ -352,7 +358,7 @@ def build_view(document: ReportDocument, comparison: RegressionReport | None = N
                     cells.append(None)
                     continue
                 v = verdicts[slot]
-                change = diff.changes.get((rec.key, v.question_id)) if diff else None
+                change = diff.changes.get((rec.key, v.question_id, v.turn)) if diff else None
                 cells.append(Cell(id=f"t{i}-c{first + slot}", verdict=v, change=change))
         compared = diff is not None and rec.key not in diff.new_keys
         bars = tuple(Bar(d, diff.scores.get((rec.key, d.name)) if diff else None, compared,

@@ -119,7 +119,7 @@ def _case(d: EvaluationDiff) -> list[Section]:
         out += [f"- `{md(k)}` = {md(v)}" for k, v in d.params.items()]
         out.append("")
     table = _table(["dimension", "question", "answer", "re-asked", "verdict", "explanation now"], [
-        [md(c.dimension), md(c.question), f"{c.before} → {c.after}", _reasked(c),
+        [md(c.dimension), md(c.asked), f"{c.before} → {c.after}", _reasked(c),
          FLIP_LABELS[c.flip.status] if c.flip is not None else "-", md(c.explanation) or "-"] for c in d.flips()])
     return [Section(out), Section(table, "the regressed cases' flipped questions", _CASE_TABLE),
             Section(["", *_outputs(d)], "the regressed cases' outputs", _OUTPUTS)]
@@ -229,16 +229,38 @@ def _comparison(diff: RegressionReport) -> list[Section]:
     if said:
         out.append(Section(["", "Other answer changes: " + ", ".join(said) + "."]))
     out.append(Section(_sources(diff), "the source changes", _SOURCES))
+    resized = [(d.key, d.turns_changed) for d in diff.compared if d.turns_changed]
+    if resized:
+        out.append(Section(["", "Conversations whose turns changed:", "",
+                            *[f"- {_code(key)}: {md(text or '')}" for key, text in sorted(resized)]]))
     return out
 
 
 def _flip_rows(flips: list[tuple[EvaluationDiff, QuestionChange]],
                note: Callable[[QuestionChange], str]) -> list[list[str]]:
-    return [[_code(d.key), md(c.dimension), md(c.question), f"{c.before} → {c.after}", md(d.inputs),
+    return [[_code(d.key), md(c.dimension), md(c.asked), f"{c.before} → {c.after}", md(d.inputs),
              md(note(c)) or "-"] for d, c in flips]
 
 
 _FLIP_HEADER = ["test", "dimension", "question", "answer", "output / source", "re-asked"]
+
+
+def _first_steps(document: ReportDocument) -> list[str]:
+    """The section of the conversations that did not pass: the first turn with a failing verdict of each, and its
+    first failing question there."""
+    rows = []
+    for r in sorted(document.evaluations, key=lambda r: r.key):
+        turn = r.first_failing_turn
+        if r.outcome == "passed" or turn is None:
+            continue
+        first = next((v for v in r.failing() if v.step == turn), None)
+        rows.append([_code(r.key), md(r.turn_label(turn)), md(first.dimension) if first else "-",
+                     md(first.question) if first else "-", md(first.reason()) if first else "-"])
+    if not rows:
+        return []
+    return ["", "### Conversations: the first step that went wrong", "",
+            "The first turn of each conversation that did not pass with a question answered no there:", "",
+            *_table(["test", "turn", "dimension", "question", "explanation"], rows)]
 
 
 def render(document: ReportDocument, *, limit: int = LIMIT, where: str = WHERE) -> str:
@@ -274,7 +296,8 @@ def render(document: ReportDocument, *, limit: int = LIMIT, where: str = WHERE) 
     sections.append(Section(out))
     if diff is not None:
         sections += _comparison(diff)
-    unstable = sorted(document.unstable, key=lambda u: (u.key, u.dimension, u.question_id))
+    sections.append(Section(_first_steps(document)))
+    unstable = sorted(document.unstable, key=lambda u: (u.key, u.dimension, u.question_id, u.turn or 0))
     if unstable:
         out = []
         why = ("Their asks got both answers and no answer won at "
@@ -283,10 +306,10 @@ def render(document: ReportDocument, *, limit: int = LIMIT, where: str = WHERE) 
                else "Their repeats got both answers: the verdict is not reproducible (`--bineval-repeats`).")
         out += ["", "### Unstable questions", "", why, ""]
         out += _table(["test", "dimension", "question", "answers", "agreement"], [
-            [_code(u.key), md(u.dimension), md(u.question), " ".join(u.answers), _fmt(u.agreement)]
+            [_code(u.key), md(u.dimension), md(u.asked), " ".join(u.answers), _fmt(u.agreement)]
             for u in unstable])
         sections.append(Section(out, "the unstable questions", _UNSTABLE))
-    errors = sorted((r.key, v.dimension, v.question, v.error or "") for r in document.evaluations
+    errors = sorted((r.key, v.dimension, v.asked, v.error or "") for r in document.evaluations
                      for v in r.errors())
     if errors:
         out = ["", "### Judge errors", "", "Questions the judge gave no answer to: their tests error.", ""]

@@ -78,6 +78,8 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
         console.print(f"task: {rec.task}", markup=False)
         console.print(f"judge: {rec.model}   checklist: {rec.checklist_status}   outcome: {rec.outcome}", markup=False)
         console.print(f"scores: {score_line(rec)}", markup=False)
+        if rec.first_failing_turn is not None:
+            console.print(first_step_line(rec), markup=False)
         table = Table(show_lines=False, expand=True)
         table.add_column("dimension", no_wrap=True)
         points = rec.points()  # question-specific criteria carry importance points
@@ -93,10 +95,20 @@ def render_test_section(records: Sequence[EvaluationRecord], *, color: bool, wid
             if points:
                 p = points.get(v.question_id)
                 cells.append(Text("" if p is None else f"{p:+d}"))
-            table.add_row(*cells, Text(inert(v.question)), Text(answer_text(v), style=styles[v.answer]),
+            table.add_row(*cells, Text(inert(v.asked)), Text(answer_text(v), style=styles[v.answer]),
                           Text(inert(why or "")))
         console.print(table)
     return show_controls(buf.getvalue().rstrip("\n"))
+
+
+def first_step_line(rec: EvaluationRecord) -> str:
+    """``first step that went wrong: turn 3 (assistant): [tone] Is the reply polite? -> no: ...``: a conversation's
+    first failing turn and its first failing question there."""
+    turn = rec.first_failing_turn
+    first = next((v for v in rec.failing() if v.step == turn), None)
+    what = ("" if first is None
+            else f": [{first.dimension}] {one_line(first.question)} -> no: {one_line(first.reason())}")
+    return f"first step that went wrong: {rec.turn_label(turn or 0)}{what}"
 
 
 def prompt_cache_text(tot: Totals) -> str:
@@ -153,11 +165,13 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                 if v.answer == "no":
                     p = points.get(v.question_id)
                     cost = "" if p is None else (f" (+{p} missed)" if p > 0 else f" ({p} penalty)")
-                    lines.append((f"    [{v.dimension}]{cost} {one_line(v.question)}", {}))
+                    lines.append((f"    [{v.dimension}]{cost} {one_line(v.asked)}", {}))
                     lines.append((f"        -> no: {one_line(v.reason())}", {}))
                 elif v.answer == "error":
-                    lines.append((f"    [{v.dimension}] {one_line(v.question)}", {}))
+                    lines.append((f"    [{v.dimension}] {one_line(v.asked)}", {}))
                     lines.append((f"        -> judge error: {one_line(v.error)}", {"red": True}))
+            if rec.first_failing_turn is not None:
+                lines.append((f"    {first_step_line(rec)}", {"red": True}))
     unstable = [(rec, v) for rec in records for v in rec.unstable()]
     if unstable:
         confirmed = [v.confirmation for _, v in unstable if v.confirmation is not None]
@@ -165,7 +179,7 @@ def summary_lines(records: Sequence[EvaluationRecord], tot: Totals,
                if confirmed else "the repeats of the judge gave both answers")
         lines.append((f"unstable questions ({len(unstable)}): {why}", {"yellow": True}))
         for rec, v in unstable:
-            lines.append((f"    {rec.key} [{v.dimension}] {one_line(v.question)}: {answer_text(v)}", {}))
+            lines.append((f"    {rec.key} [{v.dimension}] {one_line(v.asked)}: {answer_text(v)}", {}))
     cost = cost_text(tot.cost_usd, tot.unpriced_requests)
     failed = f" ({tot.failed_requests} failed)" if tot.failed_requests else ""
     if tot.batch_requests:  # --bineval-batch
@@ -351,7 +365,7 @@ def _regressed_lines(r: RegressionReport) -> list[Line]:
         params = f" ({_params(d)})" if d.params else ""
         lines.append((f"REGRESSED {d.key}{params}: {d.inputs}", {"red": True, "bold": True}))
         for c in d.flips():
-            lines.append((f"  [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} ({flip_note(c)})",
+            lines.append((f"  [{c.dimension}] {one_line(c.asked)}: {c.before} -> {c.after} ({flip_note(c)})",
                           {"red": True} if c.flip is not None and c.flip.regression else {}))
             lines += _explained(c)
     return lines
@@ -367,7 +381,7 @@ def _flip_lines(r: RegressionReport) -> list[Line]:
             if d.regressed:
                 continue  # shown under its case
             counted = r.fail_on == "any" and c.kind == "regression"  # what =any fails on, whatever re-asking said
-            lines.append((f"{'REGRESSION' if counted else label} {d.key} [{c.dimension}] {one_line(c.question)}: "
+            lines.append((f"{'REGRESSION' if counted else label} {d.key} [{c.dimension}] {one_line(c.asked)}: "
                           f"{c.before} -> {c.after} ({d.inputs}; {flip_note(c)})",
                           {"red": True, "bold": True} if counted else markup))
             if label != "UNSTABLE FLIP" or counted or c.repeats or c.baseline_repeats:
@@ -386,12 +400,12 @@ def _change_lines(r: RegressionReport) -> list[Line]:
         for d, c in r.changes(kind):
             if c.flip is not None:
                 continue
-            head = (f"{kind.upper()} {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} "
+            head = (f"{kind.upper()} {d.key} [{c.dimension}] {one_line(c.asked)}: {c.before} -> {c.after} "
                     f"({d.inputs})")
             lines.append((head, styles[kind]))
             lines += _explained(c)
     for d, c in r.edited_changes():  # a small edit of the question: not the same question, so not gated
-        lines.append((f"EDITED QUESTION {d.key} [{c.dimension}] {one_line(c.question)}: {c.before} -> {c.after} "
+        lines.append((f"EDITED QUESTION {d.key} [{c.dimension}] {one_line(c.asked)}: {c.before} -> {c.after} "
                       f"(not counted: the baseline asked {one_line(c.edited_from)!r})", {"yellow": True}))
     return lines
 
@@ -445,10 +459,13 @@ def regression_lines(r: RegressionReport) -> list[Line]:
                 lines.append((f"score change {d.key}: {s.name} {_fmt(s.before)} -> {_fmt(s.after)} "
                               f"({s.delta:+.2f})", {}))
     for d in r.compared:
+        if d.turns_changed:
+            lines.append((f"CONVERSATION CHANGED {d.key}: {d.turns_changed}", {"yellow": True}))
         for label, refs in (("QUESTIONS ADDED", d.questions_added), ("QUESTIONS REMOVED", d.questions_removed)):
             if refs:
                 lines.append((f"{label} {d.key} ({len(refs)}):", {"yellow": True}))
-                lines += [(f"    [{q.dimension}] {q.id}: {one_line(q.text)}", {}) for q in refs]
+                lines += [(f"    [{q.dimension}] {q.id}"
+                           f"{'' if q.turn is None else f' (turn {q.turn})'}: {one_line(q.text)}", {}) for q in refs]
     for e in r.added:
         lines.append((f"TEST ADDED {e.key} ({e.outcome})", {"yellow": True}))
     for e in r.removed:

@@ -10,6 +10,13 @@ renumbered), then the same id with a *small edit* of the text: a :func:`similari
 of the gate. An id whose text differs more is a *replaced* question: removed and added, never compared, so never
 a regression or a fix. What is left over was asked in one run only and is listed as added or removed.
 
+A conversation's verdicts about one turn (questions of scope ``each_turn``) are matched by turn as well: turn 5's
+answer is compared with the baseline's turn 5. A conversation that gained or lost turns says so
+(:attr:`EvaluationDiff.turns_changed`); the verdicts of turns one run lacks are added or removed, never compared.
+All the verdicts of one evaluation, every turn's, stay that evaluation's: the suite's statistic takes an evaluation
+as one unit (one paired score change per dimension), so a long conversation does not count as many independent
+cases.
+
 The gate's two questions (docs/regression-suites.md, "Statistics"): *did the suite get worse?* -- each dimension
 over every compared evaluation (:func:`suite_dimensions`, :mod:`pytest_bineval.gate_stats`) on the questions matched
 by text (the slightly edited ones are left out); and *did this case get worse?* -- each question that flipped from
@@ -26,10 +33,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..conversation import turn_label
 from ..gate_stats import DEFAULT_ALPHA, MEANINGFUL_DROP, SuiteVerdictKind, suite_verdicts
 from ..gate_stats import Pair as RatePair
 from ..kinds import FailOn
@@ -42,11 +50,12 @@ CHANGE_KINDS: tuple[ChangeKind, ...] = ("regression", "unstable flip", "judge er
 
 
 class QuestionRef(BaseModel):
-    """A question asked in one of the two compared runs only (the checklist changed)."""
+    """A question asked in one of the two compared runs only (the checklist changed, or the conversation's turns)."""
 
     id: str
     dimension: str
     text: str
+    turn: int | None = Field(default=None, description="the assistant turn of a conversation it was asked of")
 
 
 FlipStatus = Literal["pending", "confirmed", "unstable", "same input", "code check", "skipped", "unconfirmed",
@@ -96,6 +105,12 @@ class QuestionChange(BaseModel):
     edited_from: str | None = Field(default=None, description="the baseline's text of a question matched by id after a "
                                     "small edit: such a change is shown apart and kept out of the gate")
     flip: FlipCheck | None = Field(default=None, description="yes -> no: whether re-asking confirmed it")
+    turn: int | None = Field(default=None, description="the assistant turn of a conversation it was asked of")
+
+    @property
+    def asked(self) -> str:
+        """The question as outputs show it (``turn 3 (assistant): ...`` when asked of one turn)."""
+        return self.question if self.turn is None else f"{turn_label(self.turn)}: {self.question}"
 
 
 class ScoreChange(BaseModel):
@@ -156,6 +171,27 @@ class EvaluationDiff(BaseModel):
         return not self.output_changed and self.source_change.state == "same"
 
 
+    turns: int | None = Field(default=None, description="the conversation's turns (None: the output is a text)")
+    baseline_turns: int | None = Field(default=None, description="the baseline conversation's turns")
+
+    @property
+    def turns_changed(self) -> str | None:
+        """A conversation that gained or lost turns (or a text that became one), said plainly; None: neither."""
+        now, was = self.turns, self.baseline_turns
+        if now == was:
+            return None
+        if now is None or was is None:
+            what = "a text" if now is None else f"a conversation of {now} turns"
+            other = "a text" if was is None else f"a conversation of {was} turns"
+            return f"the output is {what}, the baseline's was {other}: its turns' verdicts are not compared"
+        one = abs(now - was) == 1
+        span = f"turn {max(now, was)} is" if one else f"turns {min(now, was) + 1}-{max(now, was)} are"
+        if now > was:
+            return (f"the conversation gained turns: {now} now, {was} in the baseline; {span} new, "
+                    f"{'its' if one else 'their'} verdicts are not compared")
+        return (f"the conversation lost turns: {now} now, {was} in the baseline; {span} gone, "
+                f"{'its' if one else 'their'} verdicts are not compared")
+
 class SuiteDimension(BaseModel):
     """The suite-level answer for one dimension (:func:`pytest_bineval.gate_stats.suite_verdicts`): did its mean
     score over the compared evaluations fall beyond the judge's noise?"""
@@ -202,6 +238,8 @@ class KeptInput(BaseModel):
     key: str
     output: str
     source: str | None = None
+    conversation: list[dict[str, Any]] | None = Field(
+        default=None, description="a conversation's messages in full (output is then its transcript)")
 
 
 class EvaluationRef(BaseModel):
@@ -362,10 +400,11 @@ def match_questions(before: Sequence[Verdict], after: Sequence[Verdict]) -> tupl
                 counts[how] += 1
         new = left
 
-    take("exact", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension
+    take("exact", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension and b.turn == a.turn
                                 and _norm(b.question) == _norm(a.question)))
-    take("text", lambda b, a: b.dimension == a.dimension and _norm(b.question) == _norm(a.question))
-    take("id", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension
+    take("text", lambda b, a: (b.dimension == a.dimension and b.turn == a.turn
+                               and _norm(b.question) == _norm(a.question)))
+    take("id", lambda b, a: (b.question_id == a.question_id and b.dimension == a.dimension and b.turn == a.turn
                              and similarity(b.question, a.question) >= EDIT_SIMILARITY))
     return pairs, counts["text"], counts["id"], new, old
 
@@ -390,7 +429,7 @@ def _answers(v: Verdict) -> list[Answer]:
 
 
 def _ref(v: Verdict) -> QuestionRef:
-    return QuestionRef(id=v.question_id, dimension=v.dimension, text=v.question)
+    return QuestionRef(id=v.question_id, dimension=v.dimension, text=v.question, turn=v.turn)
 
 
 def same_input(before: EvaluationRecord, after: EvaluationRecord, b: Verdict, a: Verdict) -> bool:
@@ -450,10 +489,10 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolera
             baseline_explanation=((b.error or None) if b.answer == "error" else b.explanation) or None,
             repeats=_answers(a), baseline_repeats=_answers(b), edited_from=edited,
             flip=(_flip(before, after, b, a, same_judge) if (b.answer, a.answer) == ("yes", "no") and edited is None
-                  else None),
+                  else None), turn=a.turn,
         ))
     rank = {k: i for i, k in enumerate(CHANGE_KINDS)}
-    changes.sort(key=lambda c: (rank[c.kind], c.dimension, c.question_id))
+    changes.sort(key=lambda c: (rank[c.kind], c.dimension, c.question_id, c.turn or 0))
     old_dims = {d.name: d for d in before.dimensions}
     scores = []
     for d in after.dimensions:
@@ -471,6 +510,8 @@ def diff_evaluation(before: EvaluationRecord, after: EvaluationRecord, *, tolera
         questions_removed=[_ref(v) for v in removed], matched_by_text=by_text, matched_by_id=by_id,
         replaced=replaced, unchanged=unchanged, params=dict(after.params),
         output=after.output if flipped else None, baseline_output=before.output if flipped else None,
+        turns=None if after.conversation is None else len(after.conversation),
+        baseline_turns=None if before.conversation is None else len(before.conversation),
     )
 
 
@@ -590,7 +631,7 @@ class BaselineDiff:
     made by :func:`diff_runs`): its changes by (record key, question id)."""
 
     report: RegressionReport
-    changes: dict[tuple[str, str], QuestionChange] = field(default_factory=dict)
+    changes: dict[tuple[str, str, int | None], QuestionChange] = field(default_factory=dict)  # key, id, turn
     scores: dict[tuple[str, str], float | None] = field(default_factory=dict)  # (key, dimension) -> old score
     drops: frozenset[tuple[str, str]] = frozenset()  # (key, dimension): fell by more than the tolerance
     sources: dict[str, SourceChange] = field(default_factory=dict)  # key -> how its source changed (changed only)
@@ -598,7 +639,7 @@ class BaselineDiff:
     @classmethod
     def of(cls, report: RegressionReport) -> BaselineDiff:
         return cls(report=report,
-                   changes={(d.key, c.question_id): c for d in report.compared for c in d.changes},
+                   changes={(d.key, c.question_id, c.turn): c for d in report.compared for c in d.changes},
                    scores={(d.key, s.name): s.before for d in report.compared for s in d.scores},
                    drops=frozenset((d.key, s.name) for d, s in report.score_drops()),
                    sources={d.key: d.source_change for d in report.compared if d.source_change.changed_source})

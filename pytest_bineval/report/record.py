@@ -14,10 +14,11 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..conversation import Conversation, turn_label
 from ..kinds import GATES as GATES  # re-exported
 from ..kinds import Gate as Gate
 from ..models import (
@@ -42,6 +43,7 @@ SOURCE_IN_REPORT = 4000  # characters of the source kept in a record
 PARAM_IN_REPORT = 300  # characters of each parameter's repr kept in a record
 OUTPUT_IN_REPORT = 20000  # characters of the output kept in a record (the digest covers all of it)
 UNSCORED_MESSAGE = 2000  # characters of an unscored test's error message kept in the report
+MESSAGE_IN_REPORT = 4000  # characters of each text of a conversation kept in a record (the digest covers all)
 
 Outcome = Literal["passed", "failed", "error"]
 ChecklistStatus = Literal["pinned", "written", "unpinned", "stale", "explicit"]
@@ -142,7 +144,7 @@ class RecordRequest(Protocol):
     made outside an assertion: a benchmark's, a test's)."""
 
     @property
-    def output(self) -> str: ...
+    def output(self) -> str | Conversation: ...
     @property
     def source(self) -> SourceArg: ...
     @property
@@ -159,7 +161,7 @@ class RecordRequest(Protocol):
 class Asked:
     """A plain :class:`RecordRequest`."""
 
-    output: str = ""
+    output: str | Conversation = ""
     source: SourceArg = None
     location: Location | None = None
     prompt: str | None = None
@@ -204,6 +206,12 @@ class EvaluationRecord(BaseModel):
     score_kind: ScoreKind = Field(default="share", description="the kind of the dimension scores and of overall")
     strategy: Strategy = Field(default="bineval", description="what wrote the checklist: bineval (per task), "
                                "qworld or qworld-lite (per question, with points)")
+    conversation: list[dict[str, Any]] | None = Field(
+        default=None, description="a conversation under test: its messages in the OpenAI format (each text's first "
+                                  f"{MESSAGE_IN_REPORT} characters); output is then its transcript. None: a text")
+    first_failing_turn: int | None = Field(
+        default=None, description="a conversation: the first turn with a failing verdict of a checked dimension "
+                                  "(the first step that went wrong)")
 
     @classmethod
     def build(cls, request: RecordRequest, evaluation: Evaluation, checklist: Checklist | Sequence[Question], *,
@@ -242,19 +250,27 @@ class EvaluationRecord(BaseModel):
         secrets = secret_values()
         src = read_source(source)  # a list of documents: rendered as the judge read it, and each one's digest
         kept_source = excerpt(None if src is None else src.text, SOURCE_IN_REPORT)
+        messages: list[dict[str, Any]] | None = None
+        digest = text_digest(output) if isinstance(output, str) else output.digest()
+        if isinstance(output, Conversation):
+            messages = output.to_openai(lambda text: clean(excerpt(text, MESSAGE_IN_REPORT) or "", secrets))
+            output = output.transcript()
+        steps = [v.step for v in evaluation.verdicts if v.dimension in thresholds and v.answer == "no"]
         return cls(
             test=test, index=index, task=clean(evaluation.task, secrets), prompt=request.prompt,
             model=evaluation.model, checklist_model=made.model if made else "", checklist_status=status,
             prompt_version=made.prompt_version if made else "",
             dimensions=dims, overall=score_of(evaluation.verdicts), outcome=overall, questions=list(questions),
             verdicts=[_clean_verdict(v, secrets) for v in evaluation.verdicts],
-            output=clean(excerpt(output, OUTPUT_IN_REPORT) or "", secrets), output_digest=text_digest(output),
+            output=clean(excerpt(output, OUTPUT_IN_REPORT) or "", secrets), output_digest=digest,
             source=None if kept_source is None else clean(kept_source, secrets), usage=evaluation.usage,
             source_digest=NO_SOURCE_DIGEST if src is None else src.digest, documents=SourceDocument.of(src, secrets),
             location=request.location, repeats=max((len(v.repeats) for v in evaluation.verdicts), default=0) or 1,
             gate=gate, score_kind=score_kind, strategy=made.strategy if made else "bineval",
             params={str(k): clean(excerpt(_repr(v), PARAM_IN_REPORT) or "", secrets)
                     for k, v in (params or {}).items()},
+            conversation=messages,
+            first_failing_turn=min((s for s in steps if s is not None), default=None) if messages else None,
         )
 
     # -- views ------------------------------------------------------------------------------------------------
@@ -271,18 +287,24 @@ class EvaluationRecord(BaseModel):
     def thresholds(self) -> dict[str, float]:
         return {d.name: d.threshold for d in self.dimensions}
 
+    def turn_label(self, turn: int) -> str:
+        """``turn 3 (assistant)``: a turn of the conversation under test, with its role."""
+        messages = self.conversation or []
+        role = messages[turn - 1].get("role", "assistant") if 0 < turn <= len(messages) else "assistant"
+        return turn_label(turn, str(role))
+
     def points(self) -> dict[str, int]:
         """Question id -> points, for the questions that have them (question-specific criteria)."""
         return {q.id: q.points for q in self.questions if q.points is not None}
 
     def checked(self) -> list[Verdict]:
         """Verdicts of the checked dimensions, failing first (error, then no, then yes); within each group the
-        criteria with the most points (or penalty) first."""
+        criteria with the most points (or penalty) first, then a conversation's turns in order."""
         dims = {d.name for d in self.dimensions}
         rank = {"error": 0, "no": 1, "yes": 2}
         points = self.points()
         return sorted((v for v in self.verdicts if v.dimension in dims),
-                      key=lambda v: (rank[v.answer], -abs(points.get(v.question_id, 0))))
+                      key=lambda v: (rank[v.answer], -abs(points.get(v.question_id, 0)), v.step or 0))
 
     def failing(self) -> list[Verdict]:
         """The questions of the checked dimensions answered *no*: each one is a reason."""
@@ -306,11 +328,17 @@ class UnstableQuestion(BaseModel):
     question: str
     answers: list[Answer]
     agreement: float | None
+    turn: int | None = Field(default=None, description="the assistant turn of a conversation it was asked of")
+
+    @property
+    def asked(self) -> str:
+        """The question as outputs show it (``turn 3 (assistant): ...`` when asked of one turn)."""
+        return self.question if self.turn is None else f"{turn_label(self.turn)}: {self.question}"
 
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord]) -> list[UnstableQuestion]:
         return [cls(key=r.key, dimension=v.dimension, question_id=v.question_id, question=v.question,
-                    answers=v.asks, agreement=v.agreement) for r in records for v in r.unstable()]
+                    answers=v.asks, agreement=v.agreement, turn=v.turn) for r in records for v in r.unstable()]
 
 
 class ConfirmationSummary(BaseModel):

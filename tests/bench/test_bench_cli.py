@@ -168,7 +168,7 @@ def test_ifbench_question_is_readable() -> None:
 
 
 def test_method_selection_and_slug() -> None:
-    assert _methods(None) == ["bineval", "geval", "unieval", "likelihood", "overlap"]
+    assert _methods(None) == ["bineval", "bineval-turns", "geval", "unieval", "likelihood", "overlap"]
     assert _methods(["overlap,geval", "geval"]) == ["overlap", "geval"]
     with pytest.raises(ValueError, match="unknown method"):
         _methods(["bleu"])
@@ -498,7 +498,7 @@ def test_a_dataset_added_to_the_registry_is_a_choice_and_runs(judge: ScriptedMod
     assert result["subset"] == {"limit": None, "docs": None, "n_items": 4, "n_groups": 2, "dimensions": ["h"]}
     methods = result["methods"]
     assert {name: entry["status"] for name, entry in methods.items()} == {
-        "bineval": "n/a", "geval": "n/a", "unieval": "ok", "likelihood": "n/a", "overlap": "ok"}
+        "bineval": "n/a", "bineval-turns": "n/a", "geval": "n/a", "unieval": "ok", "likelihood": "n/a", "overlap": "ok"}
     assert methods["unieval"]["cost"]["llm_calls"] == 4
     overlap = methods["overlap"]["variants"]["overlap"]["dimensions"]["h"]["correlation"]
     assert overlap["spearman"] == pytest.approx(1.0) and overlap["n_groups"] == 2
@@ -594,3 +594,40 @@ def test_perf_judges_the_article_asked_for_and_names_a_missing_one(judge: Script
     assert main(["perf", "--model", judge.model, "--data", str(data), "--repeats", "99", "--no-cold"]) == 2
     err = capsys.readouterr().err
     assert "article 0 has 4 summaries, 100 are needed" in err
+
+
+# --------------------------------------------------------------------------------------------------
+# dialogue turn by turn
+
+
+def test_topical_chat_turn_by_turn_beside_the_whole_reply(data_dir: Path, judge: ScriptedModel, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """bineval-turns: the dialogue as a conversation (the reply its last assistant turn, the fact its source), every
+    question asked of each assistant turn, the item scored on the reply's turn; the same checklist and judge as the
+    whole-reply run; the history's turns come from the reply cache after a context's first reply."""
+    seen: list[tuple[str | None, bool]] = []
+
+    def answer(req: Request) -> str:
+        turn = re.search(r"\(Answer about turn (\d+),", req.user)
+        seen.append((turn.group(1) if turn else None, "reply about the fact" in req.output))
+        if turn and turn.group(1) == "1":
+            return "no"  # the history's assistant turn: never in an item's score
+        return "yes" if _quality(req) >= 2 else "no"
+
+    judge.answers = answer  # type: ignore[assignment]
+    checklist = tmp_path / "checklist.json"
+    checklist.write_text(json.dumps({"task": "t", "dimensions": {"groundedness": "uses the fact"}, "questions": [
+        {"id": "groundedness-1", "dimension": "groundedness", "text": "Does the reply use the fact?"}]}))
+    result, printed = _run(["topical-chat", "--data-dir", str(data_dir), "--model", judge.model, "--method",
+                            "bineval,bineval-turns", "--dimension", "groundedness", "--checklist", str(checklist),
+                            "--concurrency", "1"],
+                           tmp_path, capsys)
+    turns = result["methods"]["bineval-turns"]
+    assert turns["status"] == "ok" and turns["cost"]["errors"] == 0
+    whole = [it["scores"]["bineval"]["groundedness"] for it in result["items"]]
+    by_turn = [it["scores"]["bineval-turns"]["groundedness"] for it in result["items"]]
+    assert whole == by_turn == [0.0, 1.0, 1.0] * 2  # the reply's turn alone: quality 1, 2, 3 in each context
+    # whole reply: 6 requests (no turn); per turn: the reply's turn 3 of each item (6) and the history's turn 1 once
+    # per context (2): the other replies' turn 1 is the same request, answered by the cache
+    assert sorted(seen, key=str) == sorted([(None, True)] * 6 + [("3", True)] * 6 + [("1", False)] * 2, key=str)
+    assert "bineval-turns" in printed

@@ -66,7 +66,7 @@ def test_limit_2_smoke_run(dataset: str, tmp_path: Path, capsys: pytest.CaptureF
     assert len(files) == 1 and files[0].name.endswith("-bineval-smollm2-135m-instruct.json")
     result: dict[str, Any] = json.loads(files[0].read_text(encoding="utf-8"))
     assert result["subset"]["n_items"] == 2
-    for method in ("bineval", "unieval", "overlap"):
+    for method in ("bineval", "unieval", "overlap", *(["bineval-turns"] if dataset == "topical-chat" else [])):
         entry = result["methods"][method]
         assert entry["status"] == "ok", entry
         assert entry["cost"]["errors"] == 0, entry["cost"]["first_error"]

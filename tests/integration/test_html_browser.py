@@ -336,6 +336,80 @@ if __name__ == "__main__":  # python tests/test_html_browser.py REPORT.html [...
                   f"screenshot {shot}")
 
 
+# -- a conversation under test -------------------------------------------------------------------------------------
+
+CHAT_CONFTEST = '''
+import re
+from pytest_bineval.testing import ScriptedModel
+
+def answer(req):
+    turn = re.search(r"\\(Answer about turn (\\d+),", req.user)
+    return "no" if turn and turn.group(1) == "4" else "yes"
+
+FAKE = ScriptedModel(provider="chatfake", answers=answer).register()
+'''
+
+CHAT_TESTS = f'''
+import os
+from pytest_bineval import Checklist, assert_passes
+
+CHECKLIST = Checklist(task="Help the customer in a support chat.", dimensions={{"tone": "polite"}}, questions=[
+    {{"id": "tone-1", "dimension": "tone", "text": "Is the reply polite?", "scope": "each_turn"}},
+    {{"id": "tone-2", "dimension": "tone", "text": "Does the assistant avoid refunds?",
+      "check": {{"kind": "tool_not_called", "name": "refund"}}}}])
+CHAT = [
+    {{"role": "user", "content": {EVIL!r}}},
+    {{"role": "assistant", "content": None, "tool_calls": [{{"id": "c1", "type": "function", "function": {{
+        "name": {EVIL!r}, "arguments": '{{"q": "</pre><script>window.__pwned = 3</script>"}}'}}}}]}},
+    {{"role": "tool", "tool_call_id": "c1", "content": "not found"}},
+    {{"role": "assistant", "content": {EVIL!r}}},
+    {{"role": "assistant", "content": "Anything else?"}},
+]
+
+def test_chat():
+    turns = int(os.environ.get("CHAT_TURNS", "5"))
+    assert_passes(CHAT[:turns], checklist=CHECKLIST, threshold=0.5)
+'''
+
+
+def test_a_conversation_as_a_transcript_in_headless_chromium(pytester: pytest.Pytester,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transcript of a conversation: its turns, the failing turn marked as the first step that went wrong, tool
+    calls shown, every text of the caller escaped (content, tool name, arguments); a baseline with fewer turns."""
+    executable = browser_or_skip()
+    pytester.makeconftest(CHAT_CONFTEST)
+    pytester.makeini("[pytest]\nbineval_model = chatfake/judge\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_chat=CHAT_TESTS)
+    monkeypatch.setenv("CHAT_TURNS", "4")
+    pytester.runpytest("--bineval-cache=off", "--bineval-report=base.json").assert_outcomes(passed=1)
+    monkeypatch.setenv("CHAT_TURNS", "5")
+    pytester.runpytest("--bineval-cache=off", "--bineval-baseline=base.json",
+                       "--bineval-html=report.html").assert_outcomes(passed=1)
+    with chromium(executable, pytester.path / "chromium-profile") as context:
+        page = open_report(context, pytester.path / "report.html")
+        facts = check_report(page, pytester.path / "chat.png")
+        assert (facts["rows"], facts["cells"]) == (1, 4)  # the tool check and three assistant turns
+        turns = page.js("""() => Array.from(document.querySelectorAll('.detail.shown .transcript li')).map(li => ({
+            cls: li.className, head: li.querySelector('.turnhead').textContent.replace(/\\s+/g, ' ').trim(),
+            content: (li.querySelector('pre.content') || {}).textContent || '',
+            calls: Array.from(li.querySelectorAll('.call')).map(c => c.textContent.replace(/\\s+/g, ' ').trim()),
+            failing: Array.from(li.querySelectorAll('.turnfail')).map(f => f.textContent.trim())}))""")
+        assert [t["cls"] for t in turns] == ["turn user", "turn assistant", "turn tool", "turn assistant failing first",
+                                             "turn assistant"]
+        assert turns[0]["content"] == EVIL and turns[3]["content"] == EVIL  # shown as written, never run
+        assert turns[1]["calls"] == [f'calls {EVIL} {{"q": "</pre><script>window.__pwned = 3</script>"}} id c1']
+        assert turns[2]["head"] == "turn 3 tool answers c1"
+        assert turns[3]["head"] == "turn 4 assistant first step that went wrong"
+        assert turns[3]["failing"] == ["\u2717 [tone] Is the reply polite?: scripted no for: Is the reply polite?"]
+        assert page.page.inner_text(".detail.shown .firststep") == "First step that went wrong: turn 4 (assistant)"
+        assert page.js("typeof window.__pwned") == "undefined" and page.js("document.images.length") == 0
+        headers = page.js("Array.from(document.querySelectorAll('th.qn')).map(th => th.title)")
+        assert "[tone] turn 4 (assistant): Is the reply polite?" in headers
+        assert ("Conversation changed in test_chat.py::test_chat: the conversation gained turns: 5 now, 4 in the "
+                "baseline; turn 5 is new, its verdicts are not compared") in page.page.inner_text("p.baseline.turns")
+        assert page.console_errors() == []
+
+
 # -- labelling in the page: marks, download, and the file through bineval calibrate ----------------------------
 
 ODD_QUESTION = "Does the summary keep \u00abcaf\u00e9\u00bb\u00a0and  the\u2003em space \u2014 \u65e5\u672c\ttogether?"

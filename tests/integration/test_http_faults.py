@@ -365,3 +365,33 @@ def test_a_key_sent_over_plain_http_off_this_machine_is_warned_once(monkeypatch:
     assert [v.answer for v in result.verdicts] == ["yes", "yes"]
     assert len([w for w in caught if issubclass(w.category, http.BinevalInsecureKeyWarning)]) == 1
     assert server.received[0].headers.get("authorization") == "Bearer sk-test-not-a-real-key"
+
+
+def _fails_turn_5(req: Received, index: int) -> Any:
+    about_5 = any("(Answer about turn 5," in str(m.get("content")) for m in req.body.get("messages", []))
+    return Reply(503, error_body("overloaded")) if about_5 else Reply(200, completion(VERDICT_YES))
+
+
+@pytest.mark.parametrize("stream", ["auto", "off"], ids=["streamed", "two-requests"])
+def test_a_conversation_whose_turn_fails_is_an_error_of_that_turn(stream: StreamMode) -> None:
+    """A conversation over HTTP: the server fails every ask about turn 5; that turn's verdict is a judge error naming
+    its cause (never a pass), the other turns are answered, the checks send nothing, every request is counted."""
+    from support import SUPPORT_CHAT, SUPPORT_CHECKLIST
+
+    with FaultServer(_fails_turn_5) as server:
+        engine = Engine(Settings(model="openai/fault", api_base=server.base_url, cache="off", retries=1,
+                                 timeout=10.0, stream=stream))
+        try:
+            ev = engine.evaluate(SUPPORT_CHAT, Checklist.model_validate(SUPPORT_CHECKLIST))
+        finally:
+            engine.close()
+        judged = [(v.turn, v.answer) for v in ev.verdicts if v.decided_by == "judge"]
+        assert sorted(judged, key=lambda t: t[0] or 0) == [(None, "yes"), (3, "yes"), (5, "error"), (7, "yes"),
+                                                          (9, "yes")]
+        (error,) = ev.errors
+        cause = error.error or ""
+        assert error.turn == 5 and "ServiceUnavailableError" in cause and "overloaded" in cause
+        assert ev.usage.llm_calls == server.requests and ev.usage.failed_requests == 2  # the ask and its retry
+        about_5 = [r for r in server.received
+                   if any("(Answer about turn 5," in str(m.get("content")) for m in r.body["messages"])]
+        assert len(about_5) == 2 and all('<turn n="6"' not in str(r.body["messages"]) for r in about_5)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import SUPPORT_CHAT, SUPPORT_CHECKLIST
 
 from pytest_bineval import Checklist, Question, Settings
 from pytest_bineval.engine import Engine
@@ -81,6 +82,25 @@ def test_engine_against_llama_cpp_server(llama_server: str, stream: str) -> None
     assert result.usage.prompt_tokens > 0 and result.usage.cost_usd is None  # tokens counted, cost unknown
     # every request to a model litellm has no price for is unpriced, the refused ones included
     assert result.usage.unpriced_requests == result.usage.llm_calls
+
+
+def test_a_support_chat_over_http(llama_server: str) -> None:
+    """A conversation judged by the server: each assistant turn's question with the turns before it, the tool checks
+    with no request."""
+    engine = Engine(Settings(model=f"openai/{ALIAS}", api_base=llama_server, cache="off", concurrency=3,
+                             timeout=120.0))
+    try:
+        result = engine.evaluate(SUPPORT_CHAT, Checklist.model_validate(SUPPORT_CHECKLIST))
+    finally:
+        engine.close()
+    judged = [v for v in result.verdicts if v.decided_by == "judge"]
+    assert [v.turn for v in judged] == [None, 3, 5, 7, 9]
+    assert all(v.answer in ("yes", "no") and v.p_yes is not None for v in judged), [v.error for v in judged]
+    assert [(v.turn, v.answer) for v in result.verdicts if v.question_id == "helpfulness-3"] == [
+        (3, "yes"), (5, "no"), (7, "yes"), (9, "yes")]
+    # one streamed request per judged question (the first asked alone: the refused json_schema request is its only
+    # extra); the six code-decided verdicts sent nothing
+    assert result.usage.llm_calls == len(judged) + 1 and result.usage.failed_requests == 1
 
 
 PROJECT = f'''

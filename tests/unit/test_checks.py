@@ -9,9 +9,17 @@ import pytest
 
 from pytest_bineval.checks import KINDS, CheckError, CheckTimeout, parse_check, run_check
 from pytest_bineval.checks import catalogue as cat
+from pytest_bineval.conversation import Conversation
 from pytest_bineval.errors import MissingExtraError
 
-CASES: list[tuple[dict[str, Any], str, bool, str]] = [
+AGENT_RUN = Conversation([
+    {"role": "user", "content": "Where is A1?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"id": "A1"}'}},
+        {"id": "c2", "type": "function", "function": {"name": "refund", "arguments": "{}"}}]},
+])
+
+CASES: list[tuple[dict[str, Any], str | Conversation, bool, str]] = [
     # sentences: abbreviations, times and initials do not end a sentence (pysbd)
     ({"kind": "max_sentences", "value": 3}, "Dr. Smith met Mr. J. R. Ewing at 3 p.m. in Washington D.C. today.",
      True, "1 sentence; the limit is 3"),
@@ -105,12 +113,19 @@ CASES: list[tuple[dict[str, Any], str, bool, str]] = [
      "detected language 'fr'"),
     ({"kind": "language", "language": "de"}, "This is plainly written in the English language, isn't it?", False,
      "detected language 'en', not 'de'"),
+    # tool calls of a conversation (checks/tools.py; tests/unit/test_conversation.py has the rest)
+    ({"kind": "tool_called", "name": "lookup"}, AGENT_RUN, True, 'called \'lookup\' in turn 2 with {"id": "A1"}'),
+    ({"kind": "tool_not_called", "name": "refund"}, AGENT_RUN, False, "called 'refund' in turn 2 with {}"),
+    ({"kind": "tool_order", "names": ["refund", "lookup"]}, AGENT_RUN, False,
+     "'lookup' was called in turn 2, before 'refund' (turn 2), and not after it"),
+    ({"kind": "tool_arguments_schema", "name": "lookup", "schema": {"type": "object"}}, AGENT_RUN, True,
+     "the arguments of 1 call(s) of 'lookup' match the schema"),
 ]
 
 
 @pytest.mark.parametrize(("spec", "output", "passed", "explanation"), CASES,
                          ids=[f"{c[0]['kind']}-{i}" for i, c in enumerate(CASES)])
-def test_check_kind(spec: dict[str, Any], output: str, passed: bool, explanation: str) -> None:
+def test_check_kind(spec: dict[str, Any], output: str | Conversation, passed: bool, explanation: str) -> None:
     result = run_check(spec, output)
     assert (result.passed, result.explanation) == (passed, explanation)
 

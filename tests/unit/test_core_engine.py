@@ -437,7 +437,7 @@ def test_empty_output_is_still_asked_every_question(fake: ScriptedModel, cache_d
     assert result.overall == 0.0
 
 
-@pytest.mark.parametrize("output", [None, b"bytes", 42, ["a list"]])
+@pytest.mark.parametrize("output", [None, b"bytes", 42, {"role": "user"}])  # a list is a conversation
 def test_non_str_output_is_a_type_error_before_any_call(fake: ScriptedModel, cache_dir: Path,
                                                          output: Any) -> None:
     with pytest.raises(TypeError, match="must be a str"):
