@@ -165,7 +165,6 @@ CONFTEST = '''
 from pathlib import Path
 from pytest_bineval.testing import ScriptedModel
 
-CHANGING = Path(__file__).with_name("changing_answer.txt")
 FLAKY = iter(["yes", "no"] * 100)  # the repeats of the flaky question: yes, no, yes (run 1); no, yes, no ...
 
 def answer(req):
@@ -174,8 +173,8 @@ def answer(req):
         return "no"
     if out.startswith("An unjudgeable") and q.endswith("consistency check 1?"):
         return RuntimeError("provider exploded: 503")
-    if out.startswith("A changing") and q.endswith("consistency check 1?"):
-        return CHANGING.read_text().strip()
+    if out.startswith("A changed") and q.endswith("consistency check 1?"):  # the second run's output
+        return "no"
     if out.startswith("A flaky") and q.endswith("consistency check 1?"):
         return next(FLAKY)
     return "yes"
@@ -206,7 +205,9 @@ def test_untrusted_output():
     assert_passes({EVIL!r}, dimension="fluency")
 
 def test_regressed():  # still passes its threshold: only the baseline shows what got worse
-    assert_passes("A changing summary.", dimension="consistency", threshold=0.5, source=ARTICLE)
+    from pathlib import Path
+    output = Path(__file__).with_name("output.txt").read_text()  # the output changes between the two runs
+    assert_passes(output, dimension="consistency", threshold=0.5, source=ARTICLE)
 
 def test_unstable():  # the judge's repeats disagree on one question
     assert_passes("A flaky summary.", dimension="consistency", threshold=0.5, source=ARTICLE)
@@ -219,11 +220,11 @@ def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\nbineval_model = browserfake/judge\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_summaries=TESTS)
-    changing = pytester.path / "changing_answer.txt"
-    changing.write_text("yes")
+    changing = pytester.path / "output.txt"
+    changing.write_text("A changing summary.")
     run = ("--bineval-cache=off", "--bineval-repeats=3")
     pytester.runpytest(*run, "--bineval-report=base.json").assert_outcomes(passed=4, failed=1, errors=1)
-    changing.write_text("no")
+    changing.write_text("A changed summary.")  # a yes -> no flip of a changed output: the gate confirms it
     result = pytester.runpytest(*run, "--bineval-baseline=base.json", "--bineval-report=report.json",
                                 "--bineval-html=report.html")
     result.assert_outcomes(passed=4, failed=1, errors=1)
