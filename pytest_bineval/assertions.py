@@ -196,8 +196,6 @@ class AssertionRequest:
 
 def checklist_of_test(scope: Scope) -> Checklist:
     """The ``bineval_checklist`` fixture: the test's checklist, from its marker or ``bineval_task``."""
-    from .engine import run_sync
-
     if scope.marker.criteria not in (None, "bineval"):
         raise UsageError(
             f"{scope.name}: bineval_checklist is the task's checklist; with criteria={scope.marker.criteria!r} the "
@@ -207,7 +205,7 @@ def checklist_of_test(scope: Scope) -> Checklist:
         raise NoTaskError(NO_TASK_MESSAGE)  # an error of the test that is counted as not scored
     achecklist = scope.achecklist
     try:
-        checklist, _ = run_sync(achecklist(task, scope.marker.dimensions, strategy="bineval", question=None))
+        checklist, _ = scope.engine.run(achecklist(task, scope.marker.dimensions, strategy="bineval", question=None))
     except Exception as exc:
         raise exc.with_traceback(_from_coroutine(exc.__traceback__, achecklist))  # noqa: B904 (the same error)
     return checklist
@@ -362,11 +360,14 @@ def assert_passes(
     """
     __tracebackhide__ = True
     from .engine import run_sync
+    from .scope import OutsideScope
 
     request = AssertionRequest.build(output, dimension, source=source, task=task, threshold=threshold,
                                      checklist=checklist, model=model, criteria=criteria, score=score)
+    # in a test, the run's engine loop: its HTTP clients serve every assertion
+    run = run_sync if isinstance(request.scope, OutsideScope) else request.scope.engine.run
     try:
-        return run_sync(_aassert(request))
+        return run(_aassert(request))
     except Exception as exc:
         raise exc.with_traceback(_from_coroutine(exc.__traceback__, _aassert))  # noqa: B904 (the same error)
 

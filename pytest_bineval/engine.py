@@ -1,5 +1,10 @@
 """The engine: one cache, the clients, the ledger it adds its usage into, and the two operations (checklist generation,
-evaluation). Its :class:`~pytest_bineval.settings.Settings` are the one definition of every default."""
+evaluation). Its :class:`~pytest_bineval.settings.Settings` are the one definition of every default.
+
+Sync callers run the engine's coroutines with :meth:`Engine.run`: on one event loop per thread, kept until
+:meth:`Engine.close`, so that the HTTP clients (:class:`~pytest_bineval.llm.http.HttpClients`: connection pools,
+keep-alive, one SSL context) serve every evaluation of a pytest worker. On any other loop (``aevaluate`` in a
+user's ``asyncio.run``, pytest-asyncio's loops) the clients live while an evaluation runs on it."""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ import asyncio
 import concurrent.futures
 import contextvars
 import os
+import threading
 import time
+import weakref
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,6 +28,7 @@ from .dimensions import DimensionsArg
 from .errors import BinevalError, BudgetReachedError, InputTooLargeError
 from .llm.cache import ResponseCache, cache_signing
 from .llm.client import LLMClient, ModelSettings
+from .llm.http import HttpClients
 from .llm.local import is_embedded
 from .llm.negotiation import FormatNegotiator
 from .llm.retry import RetryPolicy
@@ -71,6 +79,11 @@ class Engine:
             b = parse_budget(s.budget)
             self.budget = Budget(b.amount, b.unit, workers=max(1, s.budget_workers))
         self.formats = FormatNegotiator()
+        self.http = HttpClients()
+        self._runners: dict[int, Any] = {}  # thread -> its asyncio.Runner (run())
+        self._runners_lock = threading.Lock()
+        # an engine dropped without close(): its loops and clients are closed when it is collected
+        weakref.finalize(self, _close_loops, self._runners, self.http, self._runners_lock)
         self.batch: RequestSeam | None = None  # --bineval-batch: set by pytest_bineval.batch, given to every client
         self._judge_prompt: Prompt | None = None
         self._similarity: dict[tuple[str, float | None], Similarity | None] = {}  # loaded once (MiniLM: 90 MB)
@@ -132,7 +145,7 @@ class Engine:
             ModelSettings(model=model, temperature=s.temperature, timeout=s.timeout, retries=s.retries,
                           api_base=s.api_base, extra=dict(s.extra), repeat=repeat,
                           replay=s.cache == "replay", stream=s.stream),
-            self.cache, formats=self.formats, deadline=deadline, batch=self.batch,
+            self.cache, formats=self.formats, deadline=deadline, http=self.http, batch=self.batch,
         )
 
     def assertion_deadline(self) -> float:
@@ -160,6 +173,12 @@ class Engine:
                          qworld: QworldConfig | None = None) -> Checklist:
         """A checklist: per task (``strategy="bineval"``) or per ``question`` (``"qworld"``, ``"qworld-lite"``;
         ``qworld``: its config, default from the settings)."""
+        async with self.http.scope():  # the HTTP clients of this loop serve every request of it
+            return await self._achecklist(task, dimensions, model=model, strategy=strategy, question=question,
+                                          qworld=qworld)
+
+    async def _achecklist(self, task: str | None, dimensions: DimensionsArg, *, model: str | None, strategy: str,
+                          question: str | None, qworld: QworldConfig | None) -> Checklist:
         self.check_budget()
         name = model or self.settings.generator_model
         config = None
@@ -187,6 +206,13 @@ class Engine:
         input is checked by the caller, where it came in (:meth:`evaluate` checks it; so do ``assert_passes`` and
         ``pytest_bineval.evaluate``); a list of messages given here is read as a conversation (checked once)."""
         output = as_output(output)  # a str or a Conversation as it is
+        async with self.http.scope():  # the HTTP clients of this loop serve every request of it
+            return await self._aevaluate(output, checklist, source, model=model, prompt=prompt,
+                                         question_first=question_first, explain=explain)
+
+    async def _aevaluate(self, output: str | Conversation, checklist: Checklist, source: SourceArg, *,
+                         model: str | None, prompt: Prompt | None, question_first: bool,
+                         explain: ExplainMode | None) -> Evaluation:
         text = source_text(source)  # documents: numbered and delimited, as the judge reads them
         self.check_budget()
         name = model or self.settings.judge_model
@@ -280,27 +306,81 @@ class Engine:
     def checklist(self, task: str | None, dimensions: DimensionsArg = None, *, model: str | None = None,
                   strategy: str = "bineval", question: str | None = None,
                   qworld: QworldConfig | None = None) -> Checklist:
-        return run_sync(self.achecklist(task, dimensions, model=model, strategy=strategy, question=question,
+        return self.run(self.achecklist(task, dimensions, model=model, strategy=strategy, question=question,
                                         qworld=qworld))
 
     def evaluate(self, output: OutputArg, checklist: Checklist, source: SourceArg = None, *,
                  model: str | None = None) -> Evaluation:
         judged = _judge.check_output(output, source)
-        return run_sync(self.aevaluate(judged, checklist, source, model=model))
+        return self.run(self.aevaluate(judged, checklist, source, model=model))
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine of this engine from sync code: on the calling thread's event loop of this engine (made
+        at its first call, kept until :meth:`close`, its HTTP clients kept open with it); inside a running event
+        loop (or on Python 3.10), as :func:`run_sync` does."""
+        runner = None if _loop_running() else self._runner()
+        if runner is None:
+            return run_sync(coro)
+        result: T = runner.run(coro)
+        return result
+
+    def _runner(self) -> Any:
+        factory = getattr(asyncio, "Runner", None)  # Python 3.11
+        if factory is None:
+            return None
+        thread = threading.get_ident()
+        with self._runners_lock:
+            runner = self._runners.get(thread)
+            if runner is not None and not runner.get_loop().is_closed():
+                return runner
+            # loop_factory: the loop is not made the thread's current one (pytest-asyncio may close that one)
+            runner = self._runners[thread] = factory(loop_factory=asyncio.new_event_loop)
+        self.http.keep(runner.get_loop())
+        return runner
 
     def close(self) -> None:
+        """Close the HTTP clients, the event loops of :meth:`run` and the cache (the engine can be used again: it
+        opens what it needs). An engine dropped without it closes its loops and clients when it is collected."""
+        _close_loops(self._runners, self.http, self._runners_lock)
         if self.cache is not None:
             self.cache.close()
 
 
+def _close_loops(runners: dict[int, Any], http: HttpClients, lock: threading.Lock) -> None:
+    """Close the event loops of :meth:`Engine.run` (``runners``) and their HTTP clients."""
+    with lock:
+        todo = list(runners.values())
+        runners.clear()
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine from sync code, also when an event loop is already running in this thread."""
+    def close() -> None:
+        for runner in todo:
+            loop = runner.get_loop()
+            if loop.is_running():  # a thread still inside run(): its loop is left to it
+                continue
+            http.close_loop(loop)
+            runner.close()
+
+    if todo and _loop_running():  # (closed from a coroutine: another thread may drive those loops)
+        closer = threading.Thread(target=close, name="bineval-engine-close")
+        closer.start()
+        closer.join()
+    else:
+        close()
+
+
+def _loop_running() -> bool:
     try:
         asyncio.get_running_loop()
-        running = True
     except RuntimeError:
-        running = False
+        return False
+    return True
+
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine from sync code (on a new event loop), also when an event loop is already running in this
+    thread (then in a worker thread). :meth:`Engine.run` keeps its loop for the engine's next calls."""
+    running = _loop_running()
     if not running:  # outside the except block: the coroutine's own errors carry no chained RuntimeError
         return asyncio.run(coro)
     ctx = contextvars.copy_context()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .conversation import OutputArg
 from .dimensions import DimensionsArg, resolve_dimensions
-from .engine import run_sync
 from .errors import UsageError
 from .models import Checklist, Evaluation
 from .options import Options
@@ -37,8 +36,9 @@ class Bineval:
         if strategy == "bineval":
             if task is None:
                 raise UsageError("a task checklist needs the task text")
-            return run_sync(service.agenerate(task, resolve_dimensions(dimensions)))
-        return run_sync(service.agenerate(task or DEFAULT_TASK, qworld_dimensions(dimensions), strategy, question))
+            return service.engine.run(service.agenerate(task, resolve_dimensions(dimensions)))
+        return service.engine.run(service.agenerate(task or DEFAULT_TASK, qworld_dimensions(dimensions), strategy,
+                                                    question))
 
     def evaluate(self, output: OutputArg, checklist: Checklist, source: SourceArg = None, *,
                  dimensions: list[str] | None = None, model: str | None = None) -> Evaluation:

@@ -191,9 +191,22 @@ def shared_prefix(messages: list[dict[str, Any]], blank: list[dict[str, Any]]) -
     for index, (mine, theirs) in enumerate(zip(messages, blank, strict=False)):
         a, b = str(mine.get("content") or ""), str(theirs.get("content") or "")
         if a != b:
-            chars = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+            chars = common_prefix(a, b)
             return (index, chars) if index or chars else None
     return None
+
+
+def common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix of ``a`` and ``b`` (a binary search over slices: compared in C, a
+    few microseconds for a judge prompt, where a character loop took a millisecond)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def cache_points(messages: list[dict[str, Any]], blank: list[dict[str, Any]],

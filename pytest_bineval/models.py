@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -318,33 +318,58 @@ def _added(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     return {k: a.get(k, 0) + b.get(k, 0) for k in sorted({*a, *b})}
 
 
+# More requests or tokens than any run makes: a report or shard that claims more (or fewer than none) is damaged or
+# forged, and is refused when it is read (issue 33, item 3). One reply's usage has a tighter bound
+# (llm/accounting.py: a provider's impossible report is counted as unknown).
+MAX_COUNT = 10**15
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+
+
+def no_impossible_counts(model: Any) -> Any:
+    """A pydantic "after" validator of a model of counts (a report's totals): every whole number (also in a dict of
+    them) from 0 to :data:`MAX_COUNT`, every other number (a cost, seconds) not negative; ValueError naming the
+    field otherwise."""
+    for name, value in model:
+        for v in value.values() if isinstance(value, dict) else (value,):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if (isinstance(v, int) and not 0 <= v <= MAX_COUNT) or v < 0:
+                raise ValueError(f"{name} is {v}: a count is a whole number from 0 to {MAX_COUNT:,}, a cost is "
+                                 "never negative")
+    return model
+
+
 class Usage(BaseModel):
     """What an operation cost. ``llm_calls`` counts every request sent to a model, failed ones included
-    (``failed_requests`` of them gave no usable reply: an error, a timeout, an unparseable answer)."""
+    (``failed_requests`` of them gave no usable reply: an error, a timeout, an unparseable answer). Every count is a
+    whole number from 0 to :data:`MAX_COUNT`; a cost or a duration is never negative."""
 
-    llm_calls: int = Field(default=0, description="requests sent to a model, failed ones included")
-    failed_requests: int = Field(default=0, description="requests that gave no usable reply")
-    cache_hits: int = 0
-    prompt_tokens: int = Field(default=0, description="prompt tokens, those read from or written to a provider's "
-                                                   "prompt cache included")
-    cached_prompt_tokens: int = Field(default=0, description="of the prompt tokens, those the provider read from its "
-                                                             "prompt cache (billed at its cache-read price)")
-    cache_write_tokens: int = Field(default=0, description="of the prompt tokens, those the provider wrote to its "
-                                                           "prompt cache (Anthropic; billed at its cache-write price)")
-    completion_tokens: int = 0
-    cost_usd: float | None = Field(default=None, description="the summed cost of the priced replies (None: none)")
-    unpriced_requests: int = Field(default=0, description="replies whose cost litellm does not know (not in "
-                                                          "cost_usd, which is then a lower bound)")
-    estimated_requests: int = Field(default=0, description="streamed replies that reported no usage (closed after "
-                                                           "the answer, or a server that sends none): their tokens "
-                                                           "and cost are estimated")
-    batch_requests: int = Field(default=0, description="of the requests, those sent through a provider's batch API "
-                                                       "(--bineval-batch), priced at its batch price")
-    seconds: float = 0.0
+    llm_calls: Count = Field(default=0, description="requests sent to a model, failed ones included")
+    failed_requests: Count = Field(default=0, description="requests that gave no usable reply")
+    cache_hits: Count = 0
+    prompt_tokens: Count = Field(default=0, description="prompt tokens, those read from or written to a provider's "
+                                                     "prompt cache included")
+    cached_prompt_tokens: Count = Field(default=0, description="of the prompt tokens, those the provider read from "
+                                                               "its prompt cache (billed at its cache-read price)")
+    cache_write_tokens: Count = Field(default=0, description="of the prompt tokens, those the provider wrote to its "
+                                                             "prompt cache (Anthropic; billed at its cache-write "
+                                                             "price)")
+    completion_tokens: Count = 0
+    cost_usd: float | None = Field(default=None, ge=0.0,
+                                   description="the summed cost of the priced replies (None: none)")
+    unpriced_requests: Count = Field(default=0, description="replies whose cost litellm does not know (not in "
+                                                            "cost_usd, which is then a lower bound)")
+    estimated_requests: Count = Field(default=0, description="replies whose usage was not reported (streams closed "
+                                                             "after the answer, a server that sends none) or was "
+                                                             "impossible (negative, fractional, absurd counts): their "
+                                                             "tokens are estimated")
+    batch_requests: Count = Field(default=0, description="of the requests, those sent through a provider's batch "
+                                                         "API (--bineval-batch), priced at its batch price")
+    seconds: float = Field(default=0.0, ge=0.0)
     structured_output: dict[str, str] = Field(
         default_factory=dict,
         description="models whose provider rejected a structured-output form -> the form used instead")
-    below_cache_minimum: dict[str, int] = Field(
+    below_cache_minimum: dict[str, Count] = Field(
         default_factory=dict,
         description="models -> evaluations whose shared prompt prefix is shorter than the provider's minimum for "
                     "prompt caching (estimated from the replies' prompt tokens): that prefix is billed in full")

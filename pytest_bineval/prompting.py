@@ -31,9 +31,18 @@ class Prompt:
     guard: re.Pattern[str] | None = None
 
     def messages(self, **values: str) -> list[dict[str, str]]:
-        if self.guard is not None:
-            guard = self.guard
-            values = {k: delimit(v, guard) if k in UNTRUSTED_PLACEHOLDERS else v for k, v in values.items()}
+        return self.filled(self.guarded(values))
+
+    def guarded(self, values: dict[str, str]) -> dict[str, str]:
+        """``values`` with the untrusted ones (``UNTRUSTED_PLACEHOLDERS``) delimited by this prompt's ``guard``."""
+        if self.guard is None:
+            return values
+        guard = self.guard
+        return {k: delimit(v, guard) if k in UNTRUSTED_PLACEHOLDERS else v for k, v in values.items()}
+
+    def filled(self, values: dict[str, str]) -> list[dict[str, str]]:
+        """The messages with ``values`` put in as they are (already :meth:`guarded`: a caller that fills one prompt
+        with the same untrusted values many times delimits them once)."""
         return [{"role": role, "content": _fill(text, values, self.name)} for role, text in self.turns]
 
 

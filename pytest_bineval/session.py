@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .dimensions import DimensionsArg, resolve_dimensions
-from .engine import Engine, run_sync
+from .engine import Engine
 from .errors import PinError, UsageError
 from .gate import confirm_flips, keep_input
 from .kinds import Gate, Threshold
@@ -209,7 +209,7 @@ class BinevalService:
                            fail_on=self.options.fail_on_regression or "significant", ran=self.ledger.ran_tests,
                            collected=self.ledger.collected_tests, judged=(self.baseline.judge(), self.judged_by()))
         kept = {k.key: k for k in self.ledger.kept_inputs}  # a re-run's last attempt last
-        report = run_sync(confirm_flips(report, self.baseline.evaluations, self.records, self.engine, kept))
+        report = self.engine.run(confirm_flips(report, self.baseline.evaluations, self.records, self.engine, kept))
         report.failed = bool(self.options.fail_on_regression) and report.fail_reason() is not None
         self.regressions = report
         return report

@@ -25,7 +25,8 @@ from typing import Any
 
 from ..errors import UsageError
 from ..llm._litellm import import_litellm
-from ..llm.client import cache_tokens, connection_failure
+from ..llm.accounting import cache_tokens
+from ..llm.client import connection_failure
 from ..llm.parsing import clip, get
 from ..llm.retry import status_of
 from ..llm.streaming import estimate_tokens

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..settings import SETTING_SPECS, add_setting_arguments, settings_from_args
+from ..settings import SETTING_SPECS, add_setting_arguments, positive_int, settings_from_args
 from .rubrics import RUBRICS, add_rubric_arguments
 from .specs import CUSTOM, METHODS, CustomData, dataset_names
 
 CHECKS = "checks"  # the check catalogue on IFBench, the extractor on IFEval (bench/checks.py; no model)
 COST = "cost"  # requests, tokens and billing per assertion vs a one-call metric (bench/cost.py)
+OVERHEAD = "overhead"  # the CPU per test on a hosted judge vs the httpx floor (bench/overhead.py)
 GATE = "gate"  # the regression gate's false alarms and power, simulated (bench/gate.py; no model)
 
 __all__ = ["add_bench_parser", "cmd_bench", "config_from_args"]
@@ -33,6 +34,8 @@ examples:
       per scenario, default 200)
   bineval bench cost --limit 8   (requests, tokens, billing per assertion vs a one-call metric; a recording
       fake server, or --model openai/smollm2 --api-base URL for a server of your own)
+  bineval bench overhead --limit 200   (CPU per test of pytest-bineval on a hosted judge vs the httpx floor and
+      litellm, against an instant fake server)
 Results go to --out DIR as <dataset>-<model>.json and .md; the markdown table is printed.
 Every model call is cached (--cache-dir), so rerunning a command resumes an interrupted run.
 """
@@ -61,13 +64,13 @@ def add_bench_parser(sub: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dataset", choices=[*dataset_names(), RUBRICS, CHECKS, COST, GATE],
+    p.add_argument("dataset", choices=[*dataset_names(), RUBRICS, CHECKS, COST, GATE, OVERHEAD],
                    help=f"the benchmark data set; {RUBRICS}: criteria generated per question against a reference "
                         f"rubric (--data FILE); {CHECKS}: the check catalogue on IFBench and the extractor on IFEval "
                         f"(code only, no model); {COST}: requests, tokens and billing per assertion beside a "
                         f"one-call G-Eval-style metric, on SummEval summaries; {GATE}: the regression gate's "
                         "false-alarm rate and power on simulated suites (pure code, seeded; --limit N simulated runs "
-                        "per scenario)")
+                        f"per scenario); {OVERHEAD}: CPU per test on a hosted judge beside the httpx floor (no data)")
     p.add_argument(
         "--method",
         action="append",
@@ -148,6 +151,11 @@ def add_bench_parser(sub: Any) -> None:
         "--join-articles", type=int, default=1, metavar="K",
         help="each source is the summary's article and the next K-1 articles (SummEval's are ~500 tokens: K=3 "
              "makes a source past the 1024-token caching minimum; default: 1)")
+    overhead = p.add_argument_group(f"CPU per test (DATASET = {OVERHEAD}; --limit N tests (default 200), --out)")
+    overhead.add_argument("--questions", type=positive_int, default=8, metavar="N",
+                          help="requests (checklist questions) per test (default: 8)")
+    overhead.add_argument("--rounds", type=positive_int, default=3, metavar="N",
+                          help="rounds of every variant; the medians are shown (default: 3)")
     # --model, --api-base, --cache, --cache-dir, --concurrency, ...: the engine's Settings, defaults and all
     add_setting_arguments(p.add_argument_group("model and cache"))
     from ..batch.options import add_batch_arguments
@@ -292,6 +300,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .gate import cmd_gate
 
         return cmd_gate(args)
+    if args.dataset == OVERHEAD:
+        from .overhead import cmd_overhead
+
+        return cmd_overhead(args)
     config = config_from_args(args)
     if batch is not None:  # --batch: the same runs, their requests through the provider's batch API
         from .batched import run_bench_batched

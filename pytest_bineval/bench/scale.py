@@ -11,6 +11,7 @@ page in headless Chromium (when Playwright and a Chromium are installed).
 
 It reports the wall time of the shards against the bound ``requests x latency / total concurrency`` (total
 concurrency: shards x workers x the questions one evaluation asks at once, ``min(questions, concurrency)``), the
+CPU the shards' processes and the fake server used, the
 memory the records take (per 1,000 records, measured with tracemalloc while the merged report is read), the merged
 report's size, and the HTML page's size and load time, with the machine's load average before and after.
 """
@@ -123,6 +124,14 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _own_cpu() -> float:
+    """CPU seconds (user + system) of this process so far: during the shards, the fake server's threads."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _children_peak_rss() -> int:
     """Bytes: the peak resident set of the largest finished child process so far (Linux reports kB)."""
     import resource
@@ -206,9 +215,9 @@ def measure(tests: int, questions: int, shards: int, workers: int, latency: floa
     try:
         with FaultServer(_yes_after(latency)) as server:
             files = write_project(root, tests, questions, shards, server.base_url)
-            cpu_before = _children_cpu()
+            cpu_before, server_before = _children_cpu(), _own_cpu()
             wall, reports = run_shards(root, files, workers)
-            cpu = _children_cpu() - cpu_before
+            cpu, server_cpu = _children_cpu() - cpu_before, _own_cpu() - server_before
             peak_rss = _children_peak_rss()
             requests = server.requests
         merged = root / "merged.json"
@@ -224,7 +233,8 @@ def measure(tests: int, questions: int, shards: int, workers: int, latency: floa
         return {
             "tests": tests, "questions": questions, "shards": shards, "workers": workers, "latency_s": latency,
             "requests": requests, "total_concurrency": concurrency, "bound_s": requests * latency / concurrency,
-            "wall_s": wall, "shards_cpu_s": cpu, "largest_process_peak_rss_bytes": peak_rss, "records": records,
+            "wall_s": wall, "shards_cpu_s": cpu, "server_cpu_s": server_cpu,
+            "largest_process_peak_rss_bytes": peak_rss, "records": records,
             "totals": document["totals"],
             "partial": document["partial"],
             "memory_per_1000_records_bytes": held * 1000 / records if records else 0.0,
@@ -268,6 +278,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"| wall time of the shards | {r['wall_s']:.1f} s |",
         f"| CPU time of the shards' processes (user + system) | {r['shards_cpu_s']:.0f} s, "
         f"{r['shards_cpu_s'] / (r['cpus'] or 1):.0f} s over {r['cpus']} cores |",
+        f"| CPU time of the fake server meanwhile (the measuring process) | {r.get('server_cpu_s', 0.0):.0f} s |",
         f"| evaluations in the merged report (passed / below / error) | {r['records']} ({t['passed']} / "
         f"{t['failed']} / {t['errors']}) |",
         f"| memory of the records, per 1,000 (the merged report read back) | "

@@ -26,12 +26,14 @@ from ..errors import BinevalEncodingWarning, CallError, InputTooLargeError
 from ..models import Usage
 from ..prompting import prompt_version
 from ..redaction import redact, replace_surrogates, secrets_of_params
+from . import openai_compat
 from ._litellm import import_litellm
+from .accounting import BinevalUsageWarning, reply_usage, short_prefix
 from .cache import REPLAY_MISS, ResponseCache, cache_key
-from .caching import Points, cache_minimum, needs_breakpoints, with_breakpoints
-from .http import CrossHostRedirect, openai_client, warn_plain_http_key
+from .caching import Points, needs_breakpoints, with_breakpoints
+from .http import CrossHostRedirect, HttpClients, warn_plain_http_key
 from .local import cut_generations, is_embedded
-from .negotiation import Form, FormatNegotiator, format_for, response_format
+from .negotiation import Form, FormatNegotiator, form_key, format_for, remembered_form, response_format
 from .parsing import (
     MalformedResponse,
     ReplyParts,
@@ -43,14 +45,14 @@ from .parsing import (
     parse_json_object,
     reply_parts,
 )
-from .providers import continues_prefill, ensure_provider
+from .providers import continues_prefill, ensure_provider, warm_up
 from .retry import RetryPolicy, classify, retry_after
 from .seam import RequestSeam
-from .streaming import CLOSED, NoStream, Streamed, estimate_tokens, read_stream, refuses_stream
+from .streaming import CLOSED, NoStream, Streamed, read_stream, refuses_stream
 from .transports import transport_for
 
-__all__ = ["BinevalEncodingWarning", "LLMClient", "ModelSettings", "Reply", "TextReply", "import_litellm", "p_yes_at",
-           "p_yes_from_logprobs", "parse_json_object", "response_format"]
+__all__ = ["BinevalEncodingWarning", "BinevalUsageWarning", "LLMClient", "ModelSettings", "Reply", "TextReply",
+           "import_litellm", "p_yes_at", "p_yes_from_logprobs", "parse_json_object", "response_format"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -120,12 +122,15 @@ def encodable_messages(messages: list[dict[str, str]]) -> tuple[list[dict[str, s
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and its causes (``__cause__``, else ``__context__``), outermost first, each once."""
+    """``exc`` and its causes (``__cause__``, else ``__context__``; the first of an exception group's, as anyio
+    groups the failed attempts of a connection), outermost first, each once."""
     out: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in out and len(out) < 20:
         out.append(current)
-        current = current.__cause__ or current.__context__
+        grouped = getattr(current, "exceptions", None)
+        inner = grouped[0] if isinstance(grouped, (list, tuple)) and grouped else None
+        current = current.__cause__ or current.__context__ or (inner if isinstance(inner, BaseException) else None)
     return out
 
 
@@ -189,10 +194,12 @@ class LLMClient:
 
     def __init__(self, settings: ModelSettings, cache: ResponseCache | None, *,
                  formats: FormatNegotiator | None = None, deadline: float | None = None,
-                 batch: RequestSeam | None = None) -> None:
+                 http: HttpClients | None = None, batch: RequestSeam | None = None) -> None:
         self.settings = settings
         self.cache = cache
         self.formats = formats or FormatNegotiator()
+        self.http = http or HttpClients()  # the engine's (pooled per event loop); a client of its own has its own
+        self._memory = cache  # where learned structured-output forms are kept across runs (uncached() keeps it)
         self.batch = batch  # --bineval-batch: asked before every request (see .seam)
         # shared with the copies of uncached(): a deadline moved by a provider set-up moves for all of them
         self._deadline: list[float | None] = [deadline]
@@ -236,8 +243,10 @@ class LLMClient:
     def uncached(self, *, batch: bool = True) -> LLMClient:
         """This client without the reply cache (for callers that cache a result of several requests); it shares
         the negotiation state and the deadline, and the batch seam unless ``batch`` is False."""
-        client = LLMClient(self.settings, None, formats=self.formats, batch=self.batch if batch else None)
+        client = LLMClient(self.settings, None, formats=self.formats, http=self.http,
+                           batch=self.batch if batch else None)
         client._deadline = self._deadline
+        client._memory = self._memory
         return client
 
     def key(self, parts: dict[str, Any]) -> str:
@@ -360,10 +369,11 @@ class LLMClient:
         """
         request = self.build_request(messages, schema_name=schema_name, schema=schema, max_tokens=max_tokens,
                                      want_p_yes=want_p_yes, sampling=sampling)
-        key = self.key_of(request)
+        key = self.key_of(request) if self.cache is not None else ""
         hit = self._cached(key, validate)
         if hit is not None:
             return hit
+
         def read(parts: ReplyParts) -> tuple[T, float | None]:
             if parts.finish_reason == CLOSED and partial is not None:
                 value = partial(parts.content)
@@ -408,7 +418,7 @@ class LLMClient:
         # can be sent, so it does not count against the deadline: the deadline moves by the time it took (the
         # set-up blocks the event loop, so concurrent questions of this client lose that time together).
         setup_started = time.monotonic()
-        self._prepare(schema is not None)
+        self._prepare(request, schema is not None)
         if self.deadline is not None:
             self.deadline += time.monotonic() - setup_started
         base_messages, replaced = encodable_messages(request["messages"])
@@ -430,7 +440,7 @@ class LLMClient:
                 cause = (f"the deadline of {policy.budget:g} s was reached before the question was asked"
                          if usage.llm_calls == 0 else f"deadline of {policy.budget:g} s reached ({cause})")
                 break
-            form: Form = self.formats.form(model) if schema is not None else "json_schema"
+            form: Form = self.formats.form(model, self._remembered_form) if schema is not None else "json_schema"
             if form != "json_schema":
                 usage.structured_output[model] = form
             usage.llm_calls += 1
@@ -476,8 +486,10 @@ class LLMClient:
                 if wait_for < policy.timeout and isinstance(exc, asyncio.TimeoutError):
                     cause += " (cut at the deadline of the evaluation)"
                 if kind == "format" and schema is not None:
-                    new, _ = self.formats.downgrade(model, form)
+                    new, changed = self.formats.downgrade(model, form)
                     if new is not None:
+                        if changed and self._memory is not None:  # the next run starts from it (issue 33, item 17)
+                            self._memory.set(form_key(model, self.settings.api_base), {"form": new})
                         usage.structured_output[model] = new
                         continue  # not a retry: the same question, in a form the provider takes
                     kind = "fatal"
@@ -492,12 +504,14 @@ class LLMClient:
                 continue
             if streamed is not None:
                 self.formats.streaming.learned(model, True)
-                if not streamed.reported_usage:
-                    response = _estimated_usage(response, model, sent)
-                    usage.estimated_requests += 1
-            usage = usage + _usage_of(response, model)
+            spent, impossible, response = reply_usage(response, model, sent, counter=self.formats.tokens,
+                                            estimate=streamed is not None and not streamed.reported_usage)
+            if impossible is not None and self.formats.first("impossible usage", model):
+                warnings.warn(f"{model} reported impossible usage ({impossible}): that reply's tokens are estimated "
+                              "and its cost is unknown (said once per model)", BinevalUsageWarning, stacklevel=3)
+            usage = usage + spent
             if cache_prefix is not None:
-                usage = usage + _short_prefix(response, model, self.settings.api_base, base_messages, cache_prefix)
+                usage = usage + short_prefix(response, model, self.settings.api_base, base_messages, cache_prefix)
             content, finish = "", None
             try:
                 parts = reply_parts(response)
@@ -532,176 +546,95 @@ class LLMClient:
             out["response_format"] = fmt
         return out
 
-    def _prepare(self, structured: bool) -> None:
+    def _prepare(self, request: dict[str, Any], structured: bool) -> None:
         """What must be ready before the first request: the provider (litellm imported, the embedded model
-        registered) and the structured-output form of the model (``structured``)."""
+        registered), the HTTP side (httpx and its event-loop backend imported), litellm and its code for the
+        provider (loaded at its first request, a second or more on a cold process: :func:`~.providers.warm_up`)
+        when litellm serves the request, the tokenizer that estimates a stream closed early, and the
+        structured-output form of the model (``structured``)."""
         model = self.settings.model
         ensure_provider(model)
         if transport_for(model) is None:
-            import_litellm()
+            self.http.ready()
+            if not openai_compat.goes_direct(request, self.settings.api_base):
+                import_litellm()
+                if self.formats.first("warm-up", model):
+                    warm_up(model, self.settings.api_base)
+            if self.may_stream():  # a stream closed after its answer has its tokens counted by the tokenizer
+                self.formats.tokens.ready(model)
         if structured:
-            self.formats.form(model)
+            self.formats.form(model, self._remembered_form)
+
+    def _remembered_form(self, model: str) -> Form | None:
+        """The form a refusal in an earlier run taught (kept in the reply cache), or None."""
+        if self._memory is None:
+            return None
+        return remembered_form(self._memory.get(form_key(model, self.settings.api_base)))
 
     async def _call(self, request: dict[str, Any], until: Callable[[str], bool] | None = None) -> Any:
-        """One request through the model's transport, else litellm (``request["timeout"]``: seconds to wait).
+        """One request through the model's transport, else over HTTP (``request["timeout"]``: seconds to wait).
         ``until``: a streamed request, read by :func:`~.streaming.read_stream` (a :class:`Streamed`) within the
         same wait, its stream closed when read (so that the provider stops generating)."""
         request = dict(request)
         timeout = float(request.pop("timeout", None) or self.settings.timeout)
         transport = transport_for(request["model"])
-        if transport is not None:
-            try:
+        try:
+            if transport is not None:
                 return await asyncio.wait_for(transport.acompletion(request), timeout=timeout)
-            except asyncio.TimeoutError:
-                raise asyncio.TimeoutError(f"no reply within {timeout:g} s") from None
-        litellm = import_litellm()
+            return await asyncio.wait_for(self._over_http(request, timeout, until), timeout=timeout)
+        except asyncio.TimeoutError:
+            raise asyncio.TimeoutError(f"no reply within {timeout:g} s") from None
+
+    async def _over_http(self, request: dict[str, Any], timeout: float, until: Callable[[str], bool] | None) -> Any:
+        """The request over HTTP: the direct path of OpenAI-compatible servers (:mod:`.openai_compat`), else
+        litellm (an ``openai/`` model with an API base gets a pooled SDK client that refuses cross-host
+        redirects)."""
         model, base = request["model"], self.settings.api_base
-        if base and not request.get("api_key") and self._needs_placeholder_key(model):
-            request["api_key"] = "no-key"  # OpenAI-compatible local servers ignore the key, the client needs one
+        if base:
+            request["api_base"] = base
+            if not request.get("api_key") and self._needs_placeholder_key(model):
+                request["api_key"] = "no-key"  # OpenAI-compatible local servers ignore the key, the client needs one
         key = request.get("api_key") or (os.environ.get("OPENAI_API_KEY") if model.startswith("openai/") else None)
         if base and key and key != "no-key":
             warn_plain_http_key(base)
-        client = None
-        if base and model.startswith("openai/"):  # an SDK client that refuses a redirect to another host
-            client = request["client"] = openai_client(base, key or "no-key", timeout)
-        async def streamed(accept: Callable[[str], bool]) -> Streamed:
-            stream = await litellm.acompletion(**request, stream=True, stream_options={"include_usage": True},
-                                               timeout=timeout, drop_params=True, num_retries=0, max_retries=0)
-            try:
-                if not hasattr(stream, "__aiter__"):  # a provider that answered the request whole
-                    raise NoStream("the provider answered a streamed request with a whole reply")
-                result = await read_stream(stream, accept)
-                result.response["provider"] = getattr(stream, "custom_llm_provider", None)
-                if not result.reported_usage:  # litellm holds back what a provider reported early (Anthropic's
-                    # message_start: the prompt's tokens, cached ones included) until the end; it keeps the chunks
-                    held = [get(c, "usage") for c in getattr(stream, "chunks", None) or []]
-                    early = next((u for u in reversed(held) if _int(get(u, "prompt_tokens"))), None)
-                    if early is not None:
-                        result.response["usage"] = early
-                return result
-            finally:
-                close = getattr(stream, "aclose", None)
-                if close is not None:
-                    with contextlib.suppress(Exception):
-                        await close()
-
-        try:
+        if base and openai_compat.goes_direct(request, base):
+            async with self.http.http(base, key or "") as http:
+                if until is not None:
+                    return await openai_compat.stream(http, request, key, until)
+                return await openai_compat.complete(http, request, key)
+        litellm = import_litellm()
+        async with contextlib.AsyncExitStack() as stack:
+            if base and model.startswith("openai/"):
+                request["client"] = await stack.enter_async_context(
+                    self.http.sdk(base, key or "no-key", self.settings.timeout))
             if until is not None:
-                return await asyncio.wait_for(streamed(until), timeout=timeout)
-            return await asyncio.wait_for(
-                litellm.acompletion(**request, timeout=timeout, drop_params=True, num_retries=0, max_retries=0),
-                timeout=timeout,
-            )
-        except asyncio.TimeoutError:
-            raise asyncio.TimeoutError(f"no reply within {timeout:g} s") from None
+                return await self._litellm_stream(litellm, request, timeout, until)
+            return await litellm.acompletion(**request, timeout=timeout, drop_params=True, num_retries=0,
+                                             max_retries=0)
+
+    @staticmethod
+    async def _litellm_stream(litellm: Any, request: dict[str, Any], timeout: float,
+                              accept: Callable[[str], bool]) -> Streamed:
+        stream = await litellm.acompletion(**request, stream=True, stream_options={"include_usage": True},
+                                           timeout=timeout, drop_params=True, num_retries=0, max_retries=0)
+        try:
+            if not hasattr(stream, "__aiter__"):  # a provider that answered the request whole
+                raise NoStream("the provider answered a streamed request with a whole reply")
+            result = await read_stream(stream, accept)
+            result.response["provider"] = getattr(stream, "custom_llm_provider", None)
+            if not result.reported_usage:  # litellm holds back what a provider reported early (Anthropic's
+                # message_start: the prompt's tokens, cached ones included) until the end; it keeps the chunks
+                held = [get(c, "usage") for c in getattr(stream, "chunks", None) or []]
+                early = next((u for u in reversed(held) if get(u, "prompt_tokens")), None)
+                if early is not None:
+                    result.response["usage"] = early
+            return result
         finally:
-            if client is not None:
-                await client.close()
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
 
     @staticmethod
     def _needs_placeholder_key(model: str) -> bool:
         return model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY")
-
-
-def cache_tokens(u: Any) -> tuple[int, int]:
-    """(prompt tokens read from the provider's prompt cache, prompt tokens written to it) of a reply's usage:
-    OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens`` and
-    ``cache_creation_input_tokens`` (litellm carries both forms; either one is read, never both added)."""
-    if u is None:
-        return 0, 0
-    details = get(u, "prompt_tokens_details")
-    read = _int(get(u, "cache_read_input_tokens")) or _int(get(details, "cached_tokens"))
-    written = _int(get(u, "cache_creation_input_tokens")) or _int(get(details, "cache_creation_tokens"))
-    return read, written
-
-
-def _usage_of(response: Any, model: str) -> Usage:
-    """Tokens and cost of a response of ``model`` (requests are counted by the caller). Cost: litellm's price list
-    for a model it knows, looked up quietly (cached tokens at its cache prices); None ("unknown") for any other
-    model, for a transport's, and for cached tokens of a model whose cache prices litellm does not know."""
-    u = get(response, "usage")
-    read, written = cache_tokens(u)
-    cost = None if transport_for(model) is not None else _cost(response, read, written)
-    return Usage(
-        prompt_tokens=_int(get(u, "prompt_tokens")) if u is not None else 0,
-        cached_prompt_tokens=read,
-        cache_write_tokens=written,
-        completion_tokens=_int(get(u, "completion_tokens")) if u is not None else 0,
-        cost_usd=cost,
-        unpriced_requests=int(cost is None),
-    )
-
-
-def _short_prefix(response: Any, model: str, api_base: str | None, messages: list[dict[str, str]],
-                  points: Points) -> Usage:
-    """``below_cache_minimum`` of one reply: its shared prefix (the reply's prompt tokens, in proportion to the
-    prefix's share of the characters) is shorter than the provider's minimum for prompt caching."""
-    minimum = cache_minimum(model, api_base)
-    prompt_tokens = _int(get(get(response, "usage"), "prompt_tokens"))
-    if minimum is None or not prompt_tokens:
-        return Usage()
-    lengths = [len(str(m.get("content") or "")) for m in messages]
-    index, chars = points[-1]
-    shared = sum(lengths[:index]) + chars
-    if prompt_tokens * shared / max(1, sum(lengths)) >= minimum:
-        return Usage()
-    return Usage(below_cache_minimum={model: 1})
-
-
-def _estimated_usage(response: dict[str, Any], model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """``response`` (a streamed reply without a final usage report: closed after the answer, or a server that sends
-    none) with its tokens estimated where the provider did not report them: the prompt's (Anthropic reports them,
-    cached ones included, when the stream starts: those are kept) and the text received, by litellm's tokenizer,
-    else about four characters to a token. A provider bills a stream closed early for about that."""
-    early = response.get("usage")
-    content = str(get(get(get(response, "choices")[0], "message"), "content") or "")
-    try:
-        litellm = import_litellm()
-        prompt = _int(get(early, "prompt_tokens")) or int(litellm.token_counter(model=model, messages=messages))
-        completion = int(litellm.token_counter(model=model, text=content)) if content else 0
-    except Exception:
-        prompt = _int(get(early, "prompt_tokens")) or sum(estimate_tokens(str(m.get("content") or ""))
-                                                          for m in messages)
-        completion = estimate_tokens(content)
-    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
-                             "total_tokens": prompt + completion}
-    for name in ("prompt_tokens_details", "cache_read_input_tokens", "cache_creation_input_tokens"):
-        if get(early, name) is not None:
-            usage[name] = get(early, name)
-    return {**response, "usage": usage}
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _cost(response: Any, cache_read: int = 0, cache_write: int = 0) -> float | None:
-    try:
-        litellm = import_litellm()
-        model = str(get(response, "model") or "")
-        if isinstance(response, dict):  # a streamed reply put back together (:mod:`.streaming`)
-            provider = response.get("provider")
-        else:
-            hidden = getattr(response, "_hidden_params", None) or {}
-            provider = hidden.get("custom_llm_provider") if isinstance(hidden, dict) else None
-        known = litellm.model_cost
-        candidates = [c for c in (model, f"{provider}/{model}" if provider else model) if c in known]
-        if not candidates:
-            return None
-        prices = known[candidates[0]]
-        if (cache_read and prices.get("cache_read_input_token_cost") is None) or (
-                cache_write and prices.get("cache_creation_input_token_cost") is None):
-            return None  # cached tokens at a price litellm does not know: unpriced, never a guess
-        if isinstance(response, dict):
-            u = response.get("usage") or {}
-            prompt_cost, completion_cost = litellm.cost_per_token(
-                model=candidates[0], prompt_tokens=_int(get(u, "prompt_tokens")),
-                completion_tokens=_int(get(u, "completion_tokens")), cache_read_input_tokens=cache_read,
-                cache_creation_input_tokens=cache_write)
-            return float(prompt_cost + completion_cost)
-        return float(litellm.completion_cost(completion_response=response))
-    except Exception:
-        return None

@@ -8,16 +8,18 @@ through litellm's ordinary code path. A model served by a transport needs no set
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import logging
 from typing import Any
 
 from ..errors import BinevalError
-from ._litellm import import_litellm
+from ._litellm import import_litellm, imported_litellm
 from .local import DEFAULT_MODEL, EMBEDDED_CONTEXT, EMBEDDED_PROVIDER, is_embedded, make_embedded_handler
 from .transports import transport_for, unregister_transport
 
 __all__ = ["DEFAULT_MODEL", "aembedding", "continues_prefill", "embedded_model", "ensure_provider", "is_embedded",
-           "register_provider", "registered_handler"]
+           "register_provider", "registered_handler", "warm_up"]
 
 
 def register_provider(name: str, handler: Any) -> None:
@@ -34,7 +36,11 @@ def register_provider(name: str, handler: Any) -> None:
 
 
 def registered_handler(name: str) -> Any | None:
-    for entry in import_litellm().custom_provider_map or []:
+    """The in-process handler registered in litellm as provider ``name``, or None (litellm not imported: none)."""
+    litellm = imported_litellm()
+    if litellm is None:
+        return None
+    for entry in litellm.custom_provider_map or []:
         if entry.get("provider") == name:
             return entry["custom_handler"]
     return None
@@ -69,6 +75,33 @@ def continues_prefill(model: str) -> bool:
     ensure_provider(model)
     handler = registered_handler(model.split("/", 1)[0]) if "/" in model else None
     return bool(getattr(handler, "continues_prefill", False))
+
+
+# litellm modules its request path imports at the first real request (service-timing logger); loaded by warm_up too
+_FIRST_REQUEST_MODULES = ("litellm._service_logger", "litellm.integrations.prometheus_services")
+
+
+def warm_up(model: str, api_base: str | None) -> None:
+    """Load litellm's code for ``model``'s provider now, not inside its first request (where it takes a second or
+    more of a cold process, on a busy machine as long as a short timeout): a request and a streamed one answered by
+    litellm's own ``mock_response``, which send nothing, and the modules its HTTP path loads at the first request.
+    The caller's event loop waits meanwhile, as for any set-up, so that no concurrent request starts before it.
+    In-process providers need none; a failure is ignored (the real request says what is wrong)."""
+    if is_embedded(model) or transport_for(model) is not None:
+        return
+    if "/" in model and registered_handler(model.split("/", 1)[0]) is not None:
+        return
+    litellm = import_litellm()
+    request: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "warm-up"}],
+                               "mock_response": '{"answer": "yes"}', "api_key": "bineval-warm-up",
+                               "api_base": api_base, "max_tokens": 8, "drop_params": True}
+    with contextlib.suppress(Exception):
+        litellm.completion(**request)
+        for _ in litellm.completion(**request, stream=True, stream_options={"include_usage": True}):
+            pass
+    for name in _FIRST_REQUEST_MODULES:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
 
 
 async def aembedding(model: str, inputs: list[str], *, api_base: str | None = None,

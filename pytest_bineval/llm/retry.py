@@ -33,7 +33,7 @@ MIN_REQUEST = 1.0  # no request is started with less time than this (or the time
 
 _TRANSIENT = frozenset({
     "RateLimitError", "APIConnectionError", "ServiceUnavailableError", "InternalServerError", "BadGatewayError",
-    "Timeout", "APITimeoutError", "APIError", "TimeoutError", "ConnectionError",
+    "Timeout", "APITimeoutError", "APIError", "TimeoutError", "ConnectionError", "StreamError",
 })
 _FATAL = frozenset({
     "AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError", "UnprocessableEntityError",

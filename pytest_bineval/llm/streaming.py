@@ -19,16 +19,18 @@ A leaf module: it imports nothing heavy.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .parsing import get
+from .parsing import MAX_REPLY_CHARS, MalformedResponse, get
 
-__all__ = ["CLOSED", "NoStream", "StreamNegotiator", "Streamed", "answer_so_far", "estimate_tokens", "read_stream",
-           "refuses_stream"]
+__all__ = ["CLOSED", "HEAD", "Head", "NoStream", "StreamError", "StreamNegotiator", "Streamed", "answer_so_far",
+           "estimate_tokens", "read_stream", "refuses_stream", "sse_data"]
 
 # The finish reason of a reply whose stream this client closed before the end (never a provider's).
 CLOSED = "closed_by_client"
@@ -85,10 +87,56 @@ class Streamed:
     chunks: int
 
 
+# ``until`` sees the start of the reply only: its first HEAD characters, each run of whitespace squeezed to one space
+# (an answer-first reply shows its answer within ~30 of them; a match of answer_so_far is the same on the squeezed
+# text, since its pattern allows any run of whitespace wherever it allows one). So every chunk costs what it carries:
+# reading is linear in the stream's size, however small its chunks (issue 33, item 2).
+HEAD = 256
+MAX_EVENT_BYTES = 1_000_000  # a server-sent event longer than this is no chunk of a reply (a malformed stream)
+_YIELD_EVERY = 256  # chunks between two turns given to the event loop (a timeout can fire mid-stream)
+
+
+class Head:
+    """The start of a streamed text as ``until`` sees it (see :data:`HEAD`), fed piece by piece."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._space = False  # the text so far ends in (squeezed) whitespace
+
+    @property
+    def full(self) -> bool:
+        return len(self.text) >= HEAD
+
+    def feed(self, piece: str) -> bool:
+        """Add ``piece`` (only what still fits); True when the head changed."""
+        out: list[str] = []
+        room = HEAD - len(self.text)
+        for ch in piece:
+            if room <= 0:
+                break
+            if ch.isspace():
+                if self._space:
+                    continue
+                self._space = True
+                out.append(" ")
+            else:
+                self._space = False
+                out.append(ch)
+            room -= 1
+        if not out:
+            return False
+        self.text += "".join(out)
+        return True
+
+
 async def read_stream(chunks: AsyncIterator[Any], until: Callable[[str], bool]) -> Streamed:
     """Read ``chunks`` (OpenAI-style ``chat.completion.chunk`` objects or dicts) until the stream ends or ``until``
-    accepts the text so far; the caller closes the stream. :class:`NoStream` when no chunk carried text."""
+    accepts the start of the text so far (:class:`Head`); the caller closes the stream. :class:`NoStream` when no
+    chunk carried text. Linear in the stream's size; no more text is read than the parser takes
+    (:data:`~.parsing.MAX_REPLY_CHARS`: a longer reply is an error naming its size)."""
     text: list[str] = []
+    size = 0
+    head = Head()
     logprobs: list[Any] = []
     finish: str | None = None
     usage: Any = None
@@ -98,6 +146,8 @@ async def read_stream(chunks: AsyncIterator[Any], until: Callable[[str], bool]) 
     count = 0
     async for chunk in chunks:
         count += 1
+        if count % _YIELD_EVERY == 0:
+            await asyncio.sleep(0)
         model = model or get(chunk, "model")
         u = get(chunk, "usage")
         if u is not None and (get(u, "prompt_tokens") or get(u, "completion_tokens")):
@@ -111,13 +161,16 @@ async def read_stream(chunks: AsyncIterator[Any], until: Callable[[str], bool]) 
         if isinstance(piece, str):
             seen_text = True
             text.append(piece)
+            size += len(piece)
         entries = get(get(choice, "logprobs"), "content")
         if isinstance(entries, (list, tuple)):
             logprobs.extend(entries)
         finish = get(choice, "finish_reason") or finish
-        if piece and finish is None and until("".join(text)):
+        if piece and finish is None and not head.full and head.feed(piece) and until(head.text):
             closed = True
             break
+        if size > MAX_REPLY_CHARS:
+            break  # the parser refuses a reply this long, naming its size: no need to read more of it
     if not seen_text:
         # what litellm makes of a server that answers a streamed request with a whole JSON body: a finish chunk
         # without any text (a real stream, even of an empty reply, carries a content string)
@@ -131,6 +184,60 @@ async def read_stream(chunks: AsyncIterator[Any], until: Callable[[str], bool]) 
         "usage": usage,
     }
     return Streamed(response, closed=closed, reported_usage=usage is not None, chunks=count)
+
+
+async def sse_data(blocks: AsyncIterator[bytes]) -> AsyncIterator[Any]:
+    """The JSON payloads of a server-sent event stream (``data:`` fields; the ``[DONE]`` sentinel ends it), from its
+    bytes as they arrive (cut anywhere). Linear in the stream's size. A payload that is no JSON, or an event longer
+    than :data:`MAX_EVENT_BYTES`, raises :class:`~.parsing.MalformedResponse`; a payload with an ``error`` object
+    raises :class:`StreamError`."""
+    buffer = bytearray()
+    scanned = 0  # the bytes of the buffer known to hold no line end
+    data: list[bytes] = []
+    pending = 0  # bytes of the event being read
+    async for block in blocks:
+        buffer += block
+        start = 0
+        while True:
+            end = buffer.find(b"\n", max(start, scanned))
+            if end < 0:
+                break
+            line = bytes(buffer[start:end]).rstrip(b"\r")
+            start = end + 1
+            if line.startswith(b"data:"):
+                data.append(line[5:].lstrip(b" "))
+                pending += len(line)
+            elif not line and data:  # the end of an event
+                payload = b"\n".join(data)
+                data, pending = [], 0
+                if payload == b"[DONE]":
+                    return
+                yield _event(payload)
+        del buffer[:start]
+        scanned = len(buffer)
+        if pending + len(buffer) > MAX_EVENT_BYTES:
+            raise MalformedResponse(f"malformed stream: an event longer than {MAX_EVENT_BYTES:,} bytes")
+    last = bytes(buffer).rstrip(b"\r")  # a last line without its line end
+    if last.startswith(b"data:"):
+        data.append(last[5:].lstrip(b" "))
+    if data and data != [b"[DONE]"]:  # a last event without its blank line
+        yield _event(b"\n".join(data))
+
+
+class StreamError(Exception):
+    """The server reported an error inside a stream (an ``error`` object where a chunk was due)."""
+
+
+def _event(payload: bytes) -> Any:
+    try:
+        value = json.loads(payload)
+    except ValueError as exc:
+        raise MalformedResponse(f"malformed stream: an event is not JSON ({exc})") from None
+    error = value.get("error") if isinstance(value, dict) else None
+    if error is not None:
+        message = get(error, "message") if isinstance(error, dict) else error
+        raise StreamError(f"the server reported an error in the stream: {message}")
+    return value
 
 
 class StreamNegotiator:

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .._version import __version__
 from ..calibrate import Calibration
@@ -22,7 +22,7 @@ from ..errors import UsageError
 from ..files import write_text_atomic
 from ..gate_stats import DEFAULT_ALPHA
 from ..kinds import FailOn, Gate
-from ..models import Question, Usage, Verdict
+from ..models import Question, Usage, Verdict, no_impossible_counts
 from ..redaction import redact_obj
 from .batch import BatchSummary
 from .comparison import RegressionReport, diff_runs
@@ -109,6 +109,7 @@ class Totals(BaseModel):
     unsettled_flips: int = Field(default=0, description="vs the baseline: yes -> no flips that could not be confirmed "
                                                         "(no judge, a cut text) or got a judge error on re-asking")
     regressed_dimensions: int = Field(default=0, description="vs the baseline: dimensions regressed across the suite")
+    check_counts = model_validator(mode="after")(no_impossible_counts)  # negative or absurd counts: no report
 
     @classmethod
     def of(cls, records: Iterable[EvaluationRecord], usage: Usage, *, pins_written: int = 0,

@@ -14,8 +14,10 @@ events). ``streams=False`` makes a server that cannot stream: it answers a strea
 (:attr:`FaultServer.streams_cut`).
 
 It records every request it receives, so a test can compare the number of requests the server saw with the
-number the plugin counted. The fault matrix (:mod:`pytest_bineval.bench.reliability`) and the tests use it;
-nothing in it reaches a network beyond the loopback interface.
+number the plugin counted, and counts the connections it accepted (:attr:`FaultServer.connections`) and those still
+open (:attr:`FaultServer.open_connections`: a client that closes its pool at its end leaves none). The fault
+matrix (:mod:`pytest_bineval.bench.reliability`) and the tests use it; nothing in it reaches a network beyond the
+loopback interface.
 """
 
 from __future__ import annotations
@@ -177,6 +179,8 @@ class FaultServer:
         self.chunk_delay = chunk_delay
         self.received: list[Received] = []
         self.streamed = 0  # requests answered with a stream
+        self.connections = 0  # TCP connections accepted (a client that keeps its connections alive makes few)
+        self.open_connections = 0  # of them, not yet closed (by the client, or by the server at its end)
         self.streams_cut = 0  # of them, streams the client closed before their end
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -208,7 +212,7 @@ class FaultServer:
         return _handler(self)
 
     def start(self) -> FaultServer:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler_class())
+        server = _Server(("127.0.0.1", 0), self.handler_class())
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -236,12 +240,31 @@ class FaultServer:
             return sum(self.answers(r.path) for r in self.received) - 1
 
 
+class _Server(ThreadingHTTPServer):
+    # a backlog for many clients connecting at once (socketserver's default of 5 refuses connections when a suite's
+    # workers open tens at a time: failed requests the server never saw)
+    request_queue_size = 256
+
+
 def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             return
+
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server.connections += 1
+                server.open_connections += 1
+
+        def finish(self) -> None:
+            try:
+                super().finish()
+            finally:
+                with server._lock:
+                    server.open_connections -= 1
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):

@@ -1,13 +1,15 @@
 """A real OpenAI-compatible judge over HTTP: llama.cpp's own server (``python -m llama_cpp.server``, from
-``llama-cpp-python[server]``) serving the embedded GGUF on 127.0.0.1, reached through litellm as
-``openai/smollm2`` with ``--bineval-api-base``. It rejects ``json_schema`` (HTTP 500), takes ``json_object``
-with a schema, and returns logprobs: the negotiation, the parser and P(yes) are tested against it as it is.
+``llama-cpp-python[server]``) serving the embedded GGUF on 127.0.0.1, reached as ``openai/smollm2`` with
+``--bineval-api-base`` (the direct path: a model litellm does not know, over pooled httpx clients). It rejects
+``json_schema`` (HTTP 500), takes ``json_object`` with a schema, and returns logprobs: the negotiation, the parser and
+P(yes) are tested against it as it is.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from support import SUPPORT_CHAT, SUPPORT_CHECKLIST
@@ -15,6 +17,7 @@ from support import SUPPORT_CHAT, SUPPORT_CHECKLIST
 from pytest_bineval import Checklist, Question, Settings
 from pytest_bineval.engine import Engine
 from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer
+from pytest_bineval.models import Usage
 from pytest_bineval.report.document import ReportDocument
 
 pytest_plugins = ["pytester"]
@@ -117,8 +120,10 @@ def test_summary(summary):
 def test_assert_passes_through_the_plugin_then_from_the_cache(pytester: pytest.Pytester, llama_server: str) -> None:
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_real=PROJECT)
+    # a generous timeout: on a loaded machine the server answers its queued requests one by one, and a request
+    # that waits past the default 120 s is retried (one more request than the count below)
     args = [f"--bineval-model=openai/{ALIAS}", f"--bineval-api-base={llama_server}", "--bineval-concurrency=3",
-            "--bineval-cache-dir=cache"]
+            "--bineval-cache-dir=cache", "--bineval-timeout=900"]
     first = pytester.runpytest_subprocess(*args, "--bineval-report=first.json", timeout=600)
     first.assert_outcomes(passed=2)
     first.stdout.fnmatch_lines([f"judge openai/{ALIAS}: structured output (json_schema) not supported, using "
@@ -140,3 +145,50 @@ def test_assert_passes_through_the_plugin_then_from_the_cache(pytester: pytest.P
 
     assert answers(report) == answers(rerun)
     assert json.loads((pytester.path / "again.json").read_text())["evaluations"][0]["verdicts"][0]["cached"]
+
+
+def test_one_client_serves_the_run_and_the_refused_form_is_remembered(llama_server: str, tmp_path: Path) -> None:
+    """The direct path against the real server: one HTTP client (keep-alive) per engine for all its evaluations,
+    closed at the end; the json_schema refusal learned in one run is read from the reply cache by the next (issues
+    32 and 33, item 17)."""
+    def run(output: str) -> Usage:
+        engine = Engine(Settings(model=f"openai/{ALIAS}", api_base=llama_server, cache_dir=str(tmp_path),
+                                 concurrency=3, timeout=120.0))
+        try:
+            usages = [engine.evaluate(text, CHECKLIST, ARTICLE).usage for text in (output, output + " It is new.")]
+            assert engine.http.made["httpx"] == 1 and engine.http.made.get("ssl", 0) == 0
+        finally:
+            engine.close()
+        assert engine.http.open_clients() == 0
+        return Usage.total(usages)
+
+    first = run("Lyon opened a 40 million euro bridge.")
+    assert first.failed_requests == 1 and first.llm_calls == 6 + 1
+    second = run("Lyon built a bridge for 40 million euros.")  # new outputs: every question is asked again
+    assert (second.llm_calls, second.failed_requests, second.cache_hits) == (6, 0, 0)
+    assert second.structured_output == {f"openai/{ALIAS}": "json_object"}
+
+
+def test_the_direct_path_and_litellm_give_the_same_verdicts(llama_server: str) -> None:
+    """The same questions through the direct path (``openai/<alias>``: a model litellm does not know, over the
+    engine's pooled httpx client) and through litellm (``hosted_vllm/<alias>``: a provider the direct path never
+    takes, over litellm's own HTTP client), at temperature 0 against the same server: the same verdicts, every
+    request counted on both."""
+    def judge(model: str) -> tuple[list[str], Engine]:
+        engine = Engine(Settings(model=model, api_base=llama_server, cache="off", concurrency=1, timeout=120.0,
+                                 stream="off", temperature=0.0))
+        try:
+            outputs = ["Lyon opened a 40 million euro bridge.", "Paris built a tunnel in 2020."]
+            answers = [v.answer for text in outputs for v in engine.evaluate(text, CHECKLIST, ARTICLE).verdicts]
+        finally:
+            engine.close()
+        return answers, engine
+
+    direct, engine = judge(f"openai/{ALIAS}")
+    assert engine.http.made["httpx"] == 1  # the direct path: one pooled client
+    through_litellm, other = judge(f"hosted_vllm/{ALIAS}")
+    assert other.http.made.get("httpx", 0) == 0  # litellm's own client, not the direct path's
+    assert "error" not in direct and len(direct) == 6
+    assert through_litellm == direct
+    for e in (engine, other):
+        assert e.usage.llm_calls >= 6 and e.usage.prompt_tokens > 0
