@@ -157,11 +157,11 @@ def test_pass_and_fail_with_reasons_section_and_summary(pytester: pytest.Pyteste
     ])
     # the end-of-run summary
     result.stdout.fnmatch_lines([
-        "*= bineval summary =*",
-        "PASS test_pass_and_fail_with_reasons_section_and_summary.py::test_good: fluency 1.00 >= 0.70",
+        "*= bineval summary =*",  # by test id
         "BELOW THRESHOLD *::test_bad: consistency 0.50 < 0.80, fluency 1.00 >= 0.70",
         "    [[]consistency[]] Does the response meet consistency check 2?",
         "        -> no: scripted no for: Does the response meet consistency check 2?",
+        "PASS test_pass_and_fail_with_reasons_section_and_summary.py::test_good: fluency 1.00 >= 0.70",
         "evaluations: 2 (1 passed, 1 below threshold, 0 judge error), questions: 6, judge errors: 0, "
         "requests: *, cache hits: *",
         "unpinned checklists: 2 *",
