@@ -91,5 +91,8 @@ def test_label_calibrate_and_a_labelled_run_on_the_embedded_judge(pytester: pyte
     calibration = ReportDocument.load(pytester.path / "labelled.json").calibration
     assert calibration is not None and calibration.used == 9 and len(calibration.disagreements) == 9 - agreed
 
-    assert main(["lint", "__bineval__", "--report", "run.json"]) == 1  # 3 questions: too few for the gate
-    assert "FEW QUESTIONS" in capsys.readouterr().out
+    # lint over the pin and the run's report on the real judge: it changes nothing, and fails exactly when it finds
+    code = main(["lint", "__bineval__", "--report", "run.json", "--json", "lint.json"])
+    findings = json.loads((pytester.path / "lint.json").read_text())["findings"]
+    assert code == (1 if findings else 0), findings
+    assert "nothing was changed" in capsys.readouterr().out
