@@ -83,13 +83,16 @@ def test_label_calibrate_and_a_labelled_run_on_the_embedded_judge(pytester: pyte
     failing = main(["calibrate", "run.json", "--labels", str(labels), "--min-kappa", "1"])
     assert failing == (0 if agreed == 9 else 1)  # only a perfect judge clears a bar of 1
 
-    second = pytester.runpytest_subprocess("--bineval-labels=labels.jsonl", "--bineval-report=labelled.json", cache,
-                                           timeout=900)
+    second = pytester.runpytest_subprocess("--bineval-labels=labels.jsonl", "--bineval-report=labelled.json",
+                                           "--bineval-pr-comment=pr.md", cache, timeout=900)
     second.assert_outcomes(passed=3)
     second.stdout.fnmatch_lines(["*= bineval judge =*", "judge vs labels of labels.jsonl: 9 labels: 9 used, 0 stale*",
                                  f"    consistency: kappa *, agreement * ({agreed}/9), *"])
     calibration = ReportDocument.load(pytester.path / "labelled.json").calibration
     assert calibration is not None and calibration.used == 9 and len(calibration.disagreements) == 9 - agreed
+    comment = (pytester.path / "pr.md").read_text()  # the PR comment carries the same figures
+    assert "### The judge against your labels" in comment and "`labels.jsonl`: 9 labels: 9 used" in comment
+    assert "| consistency | 9 " in comment
 
     # lint over the pin and the run's report on the real judge: it changes nothing, and fails exactly when it finds
     code = main(["lint", "__bineval__", "--report", "run.json", "--json", "lint.json"])
