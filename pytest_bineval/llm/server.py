@@ -38,11 +38,13 @@ class LlamaServer:
     where this process's goes."""
 
     def __init__(self, log: Path | None = None, *, port: int = 0, startup: float = 90.0, n_ctx: int = 4096,
-                 n_threads: int = 2) -> None:
+                 n_threads: int | None = None) -> None:
+        from .local import default_threads
+
         self.log = log
         self.startup = startup
         self.n_ctx = n_ctx
-        self.n_threads = n_threads
+        self.n_threads = n_threads or default_threads()  # None: the cores this process may use (1 per xdist worker)
         self.port = port
         self._proc: subprocess.Popen[bytes] | None = None
 

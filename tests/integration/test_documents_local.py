@@ -45,7 +45,7 @@ def test_documents_on_the_real_embedded_model(pytester: pytest.Pytester, tmp_pat
     args = ["--color=no", "--bineval-strict", f"--bineval-cache-dir={tmp_path / 'cache'}"]
 
     k.write_text("2")
-    first = pytester.runpytest_subprocess(*args, "--bineval-report=base.json", timeout=900)
+    first = pytester.runpytest_inprocess(*args, "--bineval-report=base.json")
     first.assert_outcomes(passed=1)
     base = ReportDocument.load(pytester.path / "base.json")
     (rec,) = base.evaluations
@@ -56,15 +56,14 @@ def test_documents_on_the_real_embedded_model(pytester: pytest.Pytester, tmp_pat
     assert rec.source is not None and rec.source.startswith("<document>\n[1] Lyon bridge (id: news-1)\nThe city")
     assert base.totals.llm_calls >= 3
 
-    again = pytester.runpytest_subprocess(*args, "--bineval-report=again.json", timeout=900)
+    again = pytester.runpytest_inprocess(*args, "--bineval-report=again.json")
     again.assert_outcomes(passed=1)
     rerun = ReportDocument.load(pytester.path / "again.json")
     assert rerun.totals.llm_calls == 0 and rerun.totals.cache_hits == 3  # the same documents, the same prompts
     assert rerun.evaluations[0].source_digest == rec.source_digest
 
     k.write_text("1")  # the pull request: the retriever keeps one document
-    pr = pytester.runpytest_subprocess(*args, "--bineval-baseline=base.json", "--bineval-report=pr.json",
-                                       timeout=900)
+    pr = pytester.runpytest_inprocess(*args, "--bineval-baseline=base.json", "--bineval-report=pr.json")
     pr.assert_outcomes(passed=1)
     pr.stdout.fnmatch_lines(["*= bineval regressions =*", "sources: 1 changed, 0 the same"])
     assert "same output" not in pr.stdout.str()  # a flip here, if the judge made one, is said to be the source's

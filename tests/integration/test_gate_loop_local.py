@@ -6,12 +6,11 @@ to a coin flip); that each step does what it says with the real model in the loo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer
+from pytest_bineval.llm.server import SERVER_ALIAS
 from pytest_bineval.report.document import ReportDocument
 
 pytest_plugins = ["pytester"]
@@ -34,17 +33,13 @@ EDITED = "Does the summary name the city mentioned in the article?"
 
 
 @pytest.fixture(params=["in-process", pytest.param("llama.cpp server", marks=pytest.mark.http_server)])
-def judge_args(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+def judge_args(request: pytest.FixtureRequest) -> list[str]:
     """The options that choose the judge (and checklist writer): none for the in-process embedded model; the
-    model alias and API base of a llama.cpp server started for the test."""
+    model alias and API base of the session's llama.cpp server (tests/integration/conftest.py)."""
     if request.param == "in-process":
-        yield []
-        return
-    missing = LlamaServer.missing()
-    if missing:
-        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install -e '.[server]'")
-    with LlamaServer(tmp_path_factory.mktemp("llama-server") / "server.log") as server:
-        yield [f"--bineval-model=openai/{SERVER_ALIAS}", f"--bineval-api-base={server.base_url}"]
+        return []
+    base_url = request.getfixturevalue("llama_server")
+    return [f"--bineval-model=openai/{SERVER_ALIAS}", f"--bineval-api-base={base_url}"]
 
 
 @pytest.mark.local_model

@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
-from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer
+from pytest_bineval.llm.server import SERVER_ALIAS
 from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing.batch_server import BatchServer
 from pytest_bineval.testing.faults import Received, Reply
@@ -42,13 +41,6 @@ def test_summary():
 '''
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    missing = LlamaServer.missing()
-    if missing:
-        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install 'llama-cpp-python[server]==0.3.36'")
-    with LlamaServer(tmp_path_factory.mktemp("llama-server") / "server.log") as server:
-        yield server.base_url
 
 
 def forward_to(base_url: str) -> object:

@@ -8,7 +8,6 @@ P(yes) are tested against it as it is.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from support import SUPPORT_CHAT, SUPPORT_CHECKLIST
 
 from pytest_bineval import Checklist, Question, Settings
 from pytest_bineval.engine import Engine
-from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer
+from pytest_bineval.llm.server import SERVER_ALIAS
 from pytest_bineval.models import Usage
 from pytest_bineval.report.document import ReportDocument
 
@@ -26,15 +25,6 @@ pytestmark = [pytest.mark.local_model, pytest.mark.http_server]
 ALIAS = SERVER_ALIAS
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``http://127.0.0.1:<port>/v1`` of a llama.cpp server started for this module (free port, bounded start-up
-    wait), stopped by its pid at the end."""
-    missing = LlamaServer.missing()
-    if missing:
-        pytest.skip(f"llama.cpp's server needs {', '.join(missing)}: pip install 'llama-cpp-python[server]==0.3.36'")
-    with LlamaServer(tmp_path_factory.mktemp("llama-server") / "server.log") as server:
-        yield server.base_url
 
 
 ARTICLE = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros and took three years to build."
