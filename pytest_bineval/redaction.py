@@ -4,7 +4,8 @@ terminal, JUnit and the JSON report), and the reply cache.
 Removed: the values of environment variables that name a key (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``,
 ``*_SECRET_KEY``, ``*_ACCESS_KEY``), secrets the caller names (``api_key`` passed as a parameter),
 ``api_key=...`` / ``"api_key": "..."`` parameters, ``Authorization: Bearer ...`` values and provider
-key shapes (``sk-...``, ``AIza...``). The environment is read at each call: no state is kept.
+key shapes (``sk-...``, ``AIza...``). The environment is read at each call (no state is kept); a caller that
+redacts many strings at once reads it once, with :func:`secret_values`, and passes the list to :func:`redact_known`.
 """
 
 from __future__ import annotations
@@ -40,9 +41,15 @@ def secret_values(extra: Iterable[str] = ()) -> list[str]:
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` without secrets (see the module's docstring); ``secrets``: more values to remove."""
+    return redact_known(text, secret_values(secrets)) if text else text
+
+
+def redact_known(text: str, found: list[str]) -> str:
+    """``text`` without the secrets ``found`` (what :func:`secret_values` returned) and the key-shaped values: for
+    many strings at once, the environment read once."""
     if not text:
         return text
-    for value in secret_values(secrets):
+    for value in found:
         if value in text:
             text = text.replace(value, REDACTED)
     for pattern, replacement in _PATTERNS:
@@ -58,7 +65,7 @@ def redact_obj(obj: Any, secrets: Iterable[str] = ()) -> Any:
 
 def _walk(obj: Any, found: list[str]) -> Any:
     if isinstance(obj, str):
-        return redact(obj, found)
+        return redact_known(obj, found)
     if isinstance(obj, dict):
         return {k: _walk(v, found) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -35,7 +35,7 @@ from ..models import (
     share_of_yes,
     yes_count,
 )
-from ..redaction import redact, replace_surrogates, secret_values
+from ..redaction import redact_known, replace_surrogates, secret_values
 from ..repeats import wilson_interval
 from ..sources import NO_SOURCE_DIGEST, Source, SourceArg, heading, read_source
 
@@ -62,8 +62,10 @@ def questions_digest(questions: Sequence[Question]) -> str:
 
 
 def clean(text: str, secrets: list[str] | None = None) -> str:
-    """A string fit to leave the process: secrets redacted, lone surrogates (not valid UTF-8) replaced."""
-    return redact(replace_surrogates(text)[0], secrets or ())
+    """A string fit to leave the process: secrets redacted, lone surrogates (not valid UTF-8) replaced.
+    ``secrets``: what :func:`~pytest_bineval.redaction.secret_values` returned (read once per record); None: read
+    now."""
+    return redact_known(replace_surrogates(text)[0], secret_values() if secrets is None else secrets)
 
 
 def _clean_verdict(v: Verdict, secrets: list[str]) -> Verdict:
