@@ -38,7 +38,7 @@ def test_the_embedded_model_is_asked_directly_in_one_pass(pytester: pytest.Pytes
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     args = ["--color=no", "--bineval-strict", "--bineval-batch", "--bineval-report=report.json",
             f"--bineval-cache-dir={tmp_path / 'cache'}"]
-    result = pytester.runpytest_subprocess(*args, timeout=900)
+    result = pytester.runpytest_inprocess(*args)
     result.assert_outcomes(passed=1)
     assert (pytester.path / "bodies.log").read_text().splitlines() == ["ran"]  # no first pass
     doc = ReportDocument.load(pytester.path / "report.json")

@@ -31,7 +31,7 @@ def test_confirm_on_the_real_embedded_model(pytester: pytest.Pytester, tmp_path:
     real_judge_project(pytester, "test_confirmed", SUITE)
     args = ["--color=no", "--bineval-strict", "--bineval-confirm=2", "--bineval-report=report.json",
             f"--bineval-cache-dir={tmp_path / 'cache'}"]
-    first = pytester.runpytest_subprocess(*args, timeout=900)
+    first = pytester.runpytest_inprocess(*args)
     first.assert_outcomes(passed=1)
     doc = ReportDocument.load(pytester.path / "report.json")
     c = doc.confirmation
@@ -48,7 +48,7 @@ def test_confirm_on_the_real_embedded_model(pytester: pytest.Pytester, tmp_path:
                                 f"hits), 0 decided, 0 unstable; {3 + c.reasks} asks in all, where "
                                 "--bineval-repeats 3 would make 9"])
 
-    again = pytester.runpytest_subprocess(*args, timeout=900)
+    again = pytester.runpytest_inprocess(*args)
     again.assert_outcomes(passed=1)
     second = ReportDocument.load(pytester.path / "report.json")
     assert second.totals.llm_calls == 0

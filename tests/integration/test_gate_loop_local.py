@@ -1,7 +1,10 @@
 """The whole regression loop on the real embedded judge (#21): pin, hand-edit, re-pin (the edit is kept), baseline, a
 change of the output, the gate; in-process, and as a hosted judge is reached: over HTTP, llama.cpp's server with the
-embedded model on 127.0.0.1 (``bineval serve``'s server). What the 135M judge answers is not asserted (it is close
-to a coin flip); that each step does what it says with the real model in the loop is."""
+embedded model on 127.0.0.1 (``bineval serve``'s server). Over HTTP the loop skips the hand-edit and the re-pin (they
+are about pins, not transport: the in-process variant runs them): the server writes the pin, then the baseline and
+the gate. What the 135M judge answers is not asserted (it is close to a coin flip); that each step does what it says
+with the real model in the loop is. The runs are in this process (pytester's in-process runs: the worker has litellm
+and the model loaded already)."""
 
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ def test_pin_edit_repin_baseline_change_gate_on_the_embedded_model(pytester: pyt
     pin = pytester.path / "__bineval__" / "test_real" / "test_summary.json"
 
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("--color=no", cache, *judge_args, *args, timeout=900)
+        return pytester.runpytest_inprocess("--color=no", cache, *judge_args, *args)
 
     # 1. pin: the embedded model writes the checklist
     first = run("--bineval-update-checklists")
@@ -62,21 +65,24 @@ def test_pin_edit_repin_baseline_change_gate_on_the_embedded_model(pytester: pyt
                                 "'Summarize the article in one sentence.'",
                                 "pins: 1 created, 0 rewritten, 0 kept because edited by hand, 0 entries given "
                                 "more tests"])
-    # 2. a reviewer rewrites the first question
-    data = json.loads(pin.read_text())
-    data["checklists"][0]["questions"][0]["text"] = EDITED
-    pin.write_text(json.dumps(data, indent=2))
-    edited = pin.read_text()
-    # 3. re-pin: the edit is kept
-    again = run("--bineval-update-checklists")
-    again.assert_outcomes(passed=1)
-    again.stdout.fnmatch_lines(["pin kept: __bineval__/test_real/test_summary.json [[]consistency[]] *: edited by "
-                                "hand; --bineval-update-checklists=all rewrites it"])
-    assert pin.read_text() == edited
+    question = json.loads(pin.read_text())["checklists"][0]["questions"][0]["text"]
+    if not judge_args:  # in-process: the pin steps (over HTTP, the pin as the server wrote it)
+        # 2. a reviewer rewrites the first question
+        data = json.loads(pin.read_text())
+        data["checklists"][0]["questions"][0]["text"] = EDITED
+        pin.write_text(json.dumps(data, indent=2))
+        edited = pin.read_text()
+        # 3. re-pin: the edit is kept
+        again = run("--bineval-update-checklists")
+        again.assert_outcomes(passed=1)
+        again.stdout.fnmatch_lines(["pin kept: __bineval__/test_real/test_summary.json [[]consistency[]] *: "
+                                    "edited by hand; --bineval-update-checklists=all rewrites it"])
+        assert pin.read_text() == edited
+        question = EDITED
     # 4. the baseline, judged with the reviewed pin
     run("--bineval-strict", "--bineval-report=base.json").assert_outcomes(passed=1)
     base = ReportDocument.load(pytester.path / "base.json")
-    assert base.evaluations[0].verdicts[0].question == EDITED
+    assert base.evaluations[0].verdicts[0].question == question  # judged with the pin (the reviewed one)
     assert base.judged_by is not None and base.judged_by.models == [base.evaluations[0].model]
     # 5. the change under review, 6. the gate
     output.write_text("Paris closed an old tunnel in 1990 after a fire.")

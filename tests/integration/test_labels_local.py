@@ -55,7 +55,7 @@ def test_label_calibrate_and_a_labelled_run_on_the_embedded_judge(pytester: pyte
     pytester.makepyfile(test_real=SUITE)
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     cache = f"--bineval-cache-dir={tmp_path / 'cache'}"
-    first = pytester.runpytest_subprocess("--bineval-strict", "--bineval-report=run.json", cache, timeout=900)
+    first = pytester.runpytest_inprocess("--bineval-strict", "--bineval-report=run.json", cache)
     first.assert_outcomes(passed=3)
     report = ReportDocument.load(pytester.path / "run.json")
     assert {r.model for r in report.evaluations} == {"bineval/smollm2-135m-instruct"}
@@ -83,8 +83,8 @@ def test_label_calibrate_and_a_labelled_run_on_the_embedded_judge(pytester: pyte
     failing = main(["calibrate", "run.json", "--labels", str(labels), "--min-kappa", "1"])
     assert failing == (0 if agreed == 9 else 1)  # only a perfect judge clears a bar of 1
 
-    second = pytester.runpytest_subprocess("--bineval-labels=labels.jsonl", "--bineval-report=labelled.json",
-                                           "--bineval-pr-comment=pr.md", cache, timeout=900)
+    second = pytester.runpytest_inprocess("--bineval-labels=labels.jsonl", "--bineval-report=labelled.json",
+                                          "--bineval-pr-comment=pr.md", cache)
     second.assert_outcomes(passed=3)
     second.stdout.fnmatch_lines(["*= bineval judge =*", "judge vs labels of labels.jsonl: 9 labels: 9 used, 0 stale*",
                                  f"    consistency: kappa *, agreement * ({agreed}/9), *"])

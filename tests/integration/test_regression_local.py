@@ -38,11 +38,11 @@ def test_baseline_diff_through_the_real_embedded_model(pytester: pytest.Pytester
     output = pytester.path / "output.txt"
     cache = f"--bineval-cache-dir={tmp_path / 'cache'}"
     output.write_text("Lyon opened a 40 million euro bridge on Monday.")
-    first = pytester.runpytest_subprocess("--bineval-strict", "--bineval-report=base.json", cache, timeout=900)
+    first = pytester.runpytest_inprocess("--bineval-strict", "--bineval-report=base.json", cache)
     first.assert_outcomes(passed=1)
     output.write_text("Paris closed an old tunnel in 1990 after a fire that cost 3 euros.")
-    second = pytester.runpytest_subprocess("--color=no", "--bineval-strict", "--bineval-baseline=base.json",
-                                           "--bineval-report=now.json", cache, timeout=900)
+    second = pytester.runpytest_inprocess("--color=no", "--bineval-strict", "--bineval-baseline=base.json",
+                                          "--bineval-report=now.json", cache)
     second.assert_outcomes(passed=1)
     base = ReportDocument.load(pytester.path / "base.json")
     now = ReportDocument.load(pytester.path / "now.json")

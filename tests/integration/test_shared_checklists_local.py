@@ -25,19 +25,22 @@ def test_summary(i):
 COUNTER = '''
 import os
 import pathlib
-
 import pytest_bineval.checklist as _checklist
 
-_generate_for = _checklist.generate_for
 
+def pytest_configure(config):
+    """Count the generations in the workers only: the controller runs in the test's own process (pytester's
+    in-process run), whose pytest_bineval.checklist must stay as it is."""
+    if not hasattr(config, "workerinput"):
+        return
+    generate_for = _checklist.generate_for
 
-async def _counted(*args, **kwargs):
-    with open(pathlib.Path(__file__).parent / "generations.log", "a") as fh:
-        fh.write(os.environ.get("PYTEST_XDIST_WORKER", "main") + "\\n")
-    return await _generate_for(*args, **kwargs)
+    async def counted(*args, **kwargs):
+        with open(pathlib.Path(__file__).parent / "generations.log", "a") as fh:
+            fh.write(os.environ.get("PYTEST_XDIST_WORKER", "main") + "\\n")
+        return await generate_for(*args, **kwargs)
 
-
-_checklist.generate_for = _counted
+    _checklist.generate_for = counted
 '''
 
 
@@ -46,8 +49,8 @@ def test_two_workers_of_the_real_judge_generate_the_checklist_once(pytester: pyt
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makeconftest(COUNTER)
     pytester.makepyfile(test_real=SUITE)
-    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "-v", "--bineval-cache=off",
-                                           "--bineval-report=report.json", timeout=900)
+    result = pytester.runpytest_inprocess("-p", "xdist", "-n", "2", "-v", "--bineval-cache=off",
+                                          "--bineval-report=report.json")
     result.assert_outcomes(passed=4)
     out = result.stdout.str()
     assert "[gw0]" in out and "[gw1]" in out
