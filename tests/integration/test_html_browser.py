@@ -307,9 +307,8 @@ def test_report_of_the_real_embedded_judge_in_headless_chromium(pytester: pytest
         def test_real_judge():
             assert_passes("Lyon opened a 40 million euro bridge. <b>bold?</b>", source=ARTICLE, threshold=0.0)
     '''))
-    result = pytester.runpytest_subprocess("--bineval-strict", "--bineval-report=report.json",
-                                           "--bineval-html=report.html", f"--bineval-cache-dir={tmp_path / 'c'}",
-                                           timeout=600)
+    result = pytester.runpytest_inprocess("--bineval-strict", "--bineval-report=report.json",
+                                          "--bineval-html=report.html", f"--bineval-cache-dir={tmp_path / 'c'}")
     result.assert_outcomes(passed=1)
     (record,) = ReportDocument.load(pytester.path / "report.json").evaluations
     assert record.model == "bineval/smollm2-135m-instruct" and len(record.verdicts) == 2

@@ -105,7 +105,9 @@ def test_a_batch_run_sends_no_direct_request_and_a_read_only_rerun_sends_none(py
             result.stdout.fnmatch_lines(["bineval batch: 1 batch, 1 finished; 9 requests: submitted 9, "
                                          "in progress 0, done 9, failed 0 (*)"])
 
-        rerun = _run(pytester, server, "--bineval-cache=read-only", workers=workers)
+        # the re-run reads what the batch run stored, in one process (xdist workers reading one cache read-only:
+        # test_http_cache.py's test_two_xdist_workers_share_one_cache_then_a_rerun_makes_no_request)
+        rerun = _run(pytester, server, "--bineval-cache=read-only")
         rerun.assert_outcomes(passed=3)
         assert server.requests == 0 and server.created <= 2
         again = _report(pytester)
@@ -330,7 +332,8 @@ def test_the_regression_gates_re_asks_are_direct_requests_after_the_batch(pytest
 
     _project(pytester, GATED)
     with BatchServer(judge) as server:
-        _run(pytester, server, "--bineval-batch", workers=workers).assert_outcomes(passed=3)
+        # the baseline, in one process (what is run under pytest-xdist is the gated run)
+        _run(pytester, server, "--bineval-batch").assert_outcomes(passed=3)
         (pytester.path / "report.json").rename(pytester.path / "base.json")
         assert (server.lines, server.requests) == (9, 0)
 

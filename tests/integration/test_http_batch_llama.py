@@ -64,9 +64,9 @@ def test_the_batchs_lines_run_on_the_real_model(pytester: pytest.Pytester, llama
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_real=SUITE)
     with BatchServer(forward_to(llama_server)) as server:  # type: ignore[arg-type]
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest_inprocess(
             f"--bineval-model=openai/{SERVER_ALIAS}", f"--bineval-api-base={server.base_url}", "--bineval-batch",
-            "--bineval-report=report.json", "--bineval-stream=off", timeout=900)
+            "--bineval-report=report.json", "--bineval-stream=off")
         result.assert_outcomes(passed=1)
         doc = ReportDocument.load(pytester.path / "report.json")
         (record,) = doc.evaluations

@@ -353,9 +353,9 @@ def test_a_run_reuses_one_pool_across_its_tests_and_closes_it_at_the_end(pyteste
     with FaultServer(_yes) as server:
         pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
         pytester.makepyfile(test_pooled=POOLED_TESTS)
-        # one process: in this one, so that a client left open at the end of the run would be seen open
-        run = pytester.runpytest_subprocess if workers else pytester.runpytest
-        result = run(
+        # in this process (one process: so that a client left open at the end of the run would be seen open; under
+        # pytest-xdist only the controller runs here, the workers are processes of their own)
+        result = pytester.runpytest(
             "--bineval-model=openai/fault", f"--bineval-api-base={server.base_url}", "--bineval-cache=off",
             f"--bineval-stream={stream}", "--bineval-github=off", "-p", "no:randomly", *workers,
             "--bineval-report=report.json")

@@ -114,7 +114,8 @@ def test_assert_passes_through_the_plugin_then_from_the_cache(pytester: pytest.P
     # that waits past the default 120 s is retried (one more request than the count below)
     args = [f"--bineval-model=openai/{ALIAS}", f"--bineval-api-base={llama_server}", "--bineval-concurrency=3",
             "--bineval-cache-dir=cache", "--bineval-timeout=900"]
-    first = pytester.runpytest_subprocess(*args, "--bineval-report=first.json", timeout=600)
+    # in-process: the worker's litellm and plugin modules are already imported (no subject here needs a fresh process)
+    first = pytester.runpytest_inprocess(*args, "--bineval-report=first.json")
     first.assert_outcomes(passed=2)
     first.stdout.fnmatch_lines([f"judge openai/{ALIAS}: structured output (json_schema) not supported, using "
                                 "json_object"])
@@ -124,7 +125,7 @@ def test_assert_passes_through_the_plugin_then_from_the_cache(pytester: pytest.P
     assert report.totals.llm_calls == 6 + 1
     assert all(v.p_yes is not None for e in report.evaluations for v in e.verdicts)
 
-    again = pytester.runpytest_subprocess(*args, "--bineval-report=again.json", timeout=600)
+    again = pytester.runpytest_inprocess(*args, "--bineval-report=again.json")
     again.assert_outcomes(passed=2)
     rerun = ReportDocument.load(pytester.path / "again.json")
     assert (rerun.totals.llm_calls, rerun.totals.cache_hits) == (0, 6)
@@ -140,22 +141,22 @@ def test_assert_passes_through_the_plugin_then_from_the_cache(pytester: pytest.P
 def test_one_client_serves_the_run_and_the_refused_form_is_remembered(llama_server: str, tmp_path: Path) -> None:
     """The direct path against the real server: one HTTP client (keep-alive) per engine for all its evaluations,
     closed at the end; the json_schema refusal learned in one run is read from the reply cache by the next (issues
-    32 and 33, item 17)."""
-    def run(output: str) -> Usage:
+    32 and 33, item 17). The second run needs one evaluation only: what it shows is its first request."""
+    def run(*outputs: str) -> Usage:
         engine = Engine(Settings(model=f"openai/{ALIAS}", api_base=llama_server, cache_dir=str(tmp_path),
                                  concurrency=3, timeout=120.0))
         try:
-            usages = [engine.evaluate(text, CHECKLIST, ARTICLE).usage for text in (output, output + " It is new.")]
+            usages = [engine.evaluate(text, CHECKLIST, ARTICLE).usage for text in outputs]
             assert engine.http.made["httpx"] == 1 and engine.http.made.get("ssl", 0) == 0
         finally:
             engine.close()
         assert engine.http.open_clients() == 0
         return Usage.total(usages)
 
-    first = run("Lyon opened a 40 million euro bridge.")
+    first = run("Lyon opened a 40 million euro bridge.", "Lyon opened a 40 million euro bridge. It is new.")
     assert first.failed_requests == 1 and first.llm_calls == 6 + 1
-    second = run("Lyon built a bridge for 40 million euros.")  # new outputs: every question is asked again
-    assert (second.llm_calls, second.failed_requests, second.cache_hits) == (6, 0, 0)
+    second = run("Lyon built a bridge for 40 million euros.")  # a new output: every question is asked again
+    assert (second.llm_calls, second.failed_requests, second.cache_hits) == (3, 0, 0)
     assert second.structured_output == {f"openai/{ALIAS}": "json_object"}
 
 
@@ -163,13 +164,13 @@ def test_the_direct_path_and_litellm_give_the_same_verdicts(llama_server: str) -
     """The same questions through the direct path (``openai/<alias>``: a model litellm does not know, over the
     engine's pooled httpx client) and through litellm (``hosted_vllm/<alias>``: a provider the direct path never
     takes, over litellm's own HTTP client), at temperature 0 against the same server: the same verdicts, every
-    request counted on both."""
+    request counted on both. One output (its three questions) is enough for the comparison: the one whose facts are
+    not the article's, so that the judge has a reason to say "no" (an explanation request on each path too)."""
     def judge(model: str) -> tuple[list[str], Engine]:
         engine = Engine(Settings(model=model, api_base=llama_server, cache="off", concurrency=1, timeout=120.0,
                                  stream="off", temperature=0.0))
         try:
-            outputs = ["Lyon opened a 40 million euro bridge.", "Paris built a tunnel in 2020."]
-            answers = [v.answer for text in outputs for v in engine.evaluate(text, CHECKLIST, ARTICLE).verdicts]
+            answers = [v.answer for v in engine.evaluate("Paris built a tunnel in 2020.", CHECKLIST, ARTICLE).verdicts]
         finally:
             engine.close()
         return answers, engine
@@ -178,7 +179,7 @@ def test_the_direct_path_and_litellm_give_the_same_verdicts(llama_server: str) -
     assert engine.http.made["httpx"] == 1  # the direct path: one pooled client
     through_litellm, other = judge(f"hosted_vllm/{ALIAS}")
     assert other.http.made.get("httpx", 0) == 0  # litellm's own client, not the direct path's
-    assert "error" not in direct and len(direct) == 6
+    assert "error" not in direct and len(direct) == 3
     assert through_litellm == direct
     for e in (engine, other):
-        assert e.usage.llm_calls >= 6 and e.usage.prompt_tokens > 0
+        assert e.usage.llm_calls >= 3 and e.usage.prompt_tokens > 0

@@ -178,7 +178,7 @@ def test_two_shards_on_one_redis_lose_no_entry_and_a_read_only_rerun_asks_nothin
         pytester: pytest.Pytester, redis_server: RedisServer) -> None:
     project(pytester)
     # What one machine would store: the whole suite on a disk cache.
-    pytester.runpytest_subprocess("--bineval-cache-dir=disk").assert_outcomes(passed=6)
+    pytester.runpytest_inprocess("--bineval-cache-dir=disk").assert_outcomes(passed=6)
     expected = disk_keys(pytester.path / "disk")
     # Two shards at once on one Redis, the second with two xdist workers (three processes writing).
     url = f"--bineval-cache-url={redis_server.url}"
@@ -199,7 +199,7 @@ def test_two_shards_on_one_redis_lose_no_entry_and_a_read_only_rerun_asks_nothin
         assert ReportDocument.load(pytester.path / name).totals.llm_calls > 0
 
     writes = redis_server.writes()
-    result = pytester.runpytest_subprocess(url, "--bineval-cache=read-only", "--bineval-report=again.json")
+    result = pytester.runpytest_inprocess(url, "--bineval-cache=read-only", "--bineval-report=again.json")
     result.assert_outcomes(passed=6)
     again = ReportDocument.load(pytester.path / "again.json")
     assert again.totals.llm_calls == 0  # checklists and verdicts, all from Redis
@@ -316,13 +316,13 @@ def test_redis_stopped_mid_run_is_one_warning_and_the_rest_is_judged_and_counted
     pytester.makepyfile(test_stop=STOPPED_MID_RUN)
     monkeypatch.setenv("BINEVAL_TEST_REDIS", redis_server.url)
     url = f"--bineval-cache-url={redis_server.url}"
-    primed = pytester.runpytest_subprocess(url, "--bineval-report=primed.json")  # every entry in Redis
+    primed = pytester.runpytest_inprocess(url, "--bineval-report=primed.json")  # every entry in Redis
     primed.assert_outcomes(passed=2, failed=1, skipped=1)
     calls = {r.test.split("::")[1]: r.usage.llm_calls for r in ReportDocument.load(pytester.path / "primed.json")
              .evaluations}
 
     monkeypatch.setenv("STOP_REDIS", "1")
-    result = pytester.runpytest_subprocess(url, "--bineval-report=stopped.json", "-rA")
+    result = pytester.runpytest_inprocess(url, "--bineval-report=stopped.json", "-rA")
     result.assert_outcomes(passed=3, failed=1)  # test_4 still fails: its no is asked again, not lost
     result.stdout.fnmatch_lines([
         "*warnings summary*",
