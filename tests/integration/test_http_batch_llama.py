@@ -41,8 +41,6 @@ def test_summary():
 '''
 
 
-
-
 def forward_to(base_url: str) -> object:
     """A responder that sends each chat request (a batch line, or a direct request) to the llama.cpp server."""
 

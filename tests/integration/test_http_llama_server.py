@@ -25,8 +25,6 @@ pytestmark = [pytest.mark.local_model, pytest.mark.http_server]
 ALIAS = SERVER_ALIAS
 
 
-
-
 ARTICLE = "The city of Lyon opened a new bridge on Monday. It cost 40 million euros and took three years to build."
 CHECKLIST = Checklist(
     task="Summarize the article in one sentence.",
