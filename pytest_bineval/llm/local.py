@@ -137,8 +137,10 @@ class EmbeddedModel:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
             llm = llama_cpp.Llama(
+                # n_threads_batch too: llama-cpp-python's default is every core, so two xdist workers evaluating
+                # prompts at once ran four spinning threads on two cores, at half the speed of one thread each
                 model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                n_batch=512, logits_all=False, verbose=False, seed=0,
+                n_threads_batch=self.n_threads, n_batch=512, logits_all=False, verbose=False, seed=0,
             )
             meta = llm.metadata
             template = meta.get("tokenizer.chat_template")

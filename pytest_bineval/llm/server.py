@@ -72,22 +72,27 @@ class LlamaServer:
         except OSError:
             return False
 
-    def start(self) -> LlamaServer:
+    def command(self) -> list[str]:
+        """The server's command line (its port chosen first)."""
         from .local import gguf_path
 
         if self.port == 0:
             self.port = free_port()
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", SERVER_ALIAS,
+                "--n_ctx", str(self.n_ctx), "--host", HOST, "--port", str(self.port),
+                # prompt processing too: its default is every core (two xdist workers' servers then ran four
+                # spinning threads on two cores)
+                "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
+                # its default cuts a streamed reply short when another request comes in (the reply then ends
+                # without a finish reason): the judge streams its questions concurrently, so requests wait their
+                # turn instead
+                "--interrupt_requests", "False"]
+
+    def start(self) -> LlamaServer:
         out: IO[bytes] | None = self.log.open("wb") if self.log is not None else None
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias",
-                 SERVER_ALIAS, "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads), "--host", HOST,
-                 "--port", str(self.port),
-                 # its default cuts a streamed reply short when another request comes in (the reply then ends
-                 # without a finish reason): the judge streams its questions concurrently, so requests wait their
-                 # turn instead
-                 "--interrupt_requests", "False"],
-                stdout=out, stderr=subprocess.STDOUT if out is not None else None,
+                self.command(), stdout=out, stderr=subprocess.STDOUT if out is not None else None,
                 start_new_session=True)  # a Ctrl-C of the terminal reaches this process only; it stops the server
         finally:
             if out is not None:

@@ -359,10 +359,17 @@ def test_schema_output_is_valid_json_greedy_and_sampled(embedded: Any, temperatu
 
 @local_model
 def test_the_embedded_model_is_loaded_once_per_process(embedded: Any, settings: Settings) -> None:
-    """Engines, evaluations and the provider lookup all share one loaded model."""
+    """Engines, evaluations and the provider lookup all share one loaded model, whose prompt processing uses the
+    provider's thread count too (llama-cpp-python's default for it is every core: under xdist that doubled the
+    threads spinning on each core)."""
+    from pytest_bineval.llm.local import EmbeddedModel, default_threads, gguf_path
     from pytest_bineval.llm.providers import embedded_model
 
     llm = embedded._load()
+    assert llm.context_params.n_threads == llm.context_params.n_threads_batch == default_threads()
+    one = EmbeddedModel(gguf_path(), n_ctx=256, n_threads=1)._load()  # fewer than the cores: both counts follow
+    assert (one.context_params.n_threads, one.context_params.n_threads_batch) == (1, 1)
+    one.close()
     checklist = Checklist(task=TASK, dimensions={"fluency": "Reads well."}, questions=[
         Question(id="fluency-1", dimension="fluency", text="Is the response grammatical?")])
     for _ in range(2):

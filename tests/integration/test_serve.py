@@ -61,6 +61,11 @@ def test_serve_prints_the_flags_answers_and_stops_on_ctrl_c(tmp_path: Path, stop
         match = re.search(r"\(pid (\d+)\)", "".join(out))
         assert match, out
         server_pid = int(match.group(1))
+        # both thread counts (generation, prompt processing) are serve's --threads (default 2): llama.cpp's own
+        # default for prompt processing is every core
+        argv = Path(f"/proc/{server_pid}/cmdline").read_bytes().split(b"\0")
+        for flag in (b"--n_threads", b"--n_threads_batch"):
+            assert argv[argv.index(flag) + 1] == b"2", argv
     finally:
         proc.send_signal(stop)  # what Ctrl-C (or a kill) sends to the command (the server runs in its own session)
         try:  # stopping waits up to 15 s for the server, then kills it; a loaded machine is slow to do both
