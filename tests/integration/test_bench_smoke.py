@@ -9,7 +9,8 @@ A method run costs seconds on the real model whatever the number of items (the s
 and a method is the same code on every dataset: every method runs on one summarisation dataset (SummEval); each
 other dataset runs its loader, its own methods (Topical-Chat's turn-by-turn ``bineval-turns``, IFBench's
 classification by ``bineval`` and its ``likelihood`` that does not apply) or else one judged method
-(``bineval``), and the model-free ``overlap``.
+(``bineval``), and the model-free ``overlap``. QAGS-XSum is QAGS-CNN/DM's loader on another file: it runs the
+model-free method only.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ CASES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "summeval": ("consistency", SUPPORTED, METHODS),
     "topical-chat": ("groundedness", USES_FACT, ("bineval-turns", "overlap")),
     "qags-cnndm": ("consistency", SUPPORTED, ("bineval", "overlap")),
-    "qags-xsum": ("consistency", SUPPORTED, ("bineval", "overlap")),
+    "qags-xsum": ("consistency", SUPPORTED, ("overlap",)),  # qags-cnndm's loader and judged method: its loader
     "ifbench": ("follows", "", ("bineval", "likelihood", "overlap")),
 }
 

@@ -82,15 +82,15 @@ def _report(pytester: pytest.Pytester) -> ReportDocument:
     return ReportDocument.load(pytester.path / "report.json")
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_batch_run_sends_no_direct_request_and_a_read_only_rerun_sends_none(pytester: pytest.Pytester,
-                                                                              workers: int) -> None:
+def test_a_batch_run_sends_no_direct_request_and_a_read_only_rerun_sends_none(pytester: pytest.Pytester) -> None:
+    """In one process (under pytest-xdist, workers that share their batches, send no request twice and none directly:
+    test_requests_that_depend_on_replies_take_rounds_and_are_sent_once[2])."""
     _project(pytester)
     with BatchServer(verdicts) as server:
-        result = _run(pytester, server, "--bineval-batch", workers=workers)
+        result = _run(pytester, server, "--bineval-batch")
         result.assert_outcomes(passed=3)
         assert server.requests == 0  # not one chat request: every question went in the batch
-        assert server.created == 1 if not workers else 1 <= server.created <= 2
+        assert server.created == 1
         assert server.lines == 9  # 3 tests x 3 questions, each sent once
         assert _bodies(pytester) == 6  # the first pass and the final pass each ran every test body once
         report = _report(pytester)
@@ -99,11 +99,11 @@ def test_a_batch_run_sends_no_direct_request_and_a_read_only_rerun_sends_none(py
         assert (report.batch.submitted, report.batch.answered, report.batch.failed) == (9, 9, 0)
         assert report.batch.rounds == 1 and report.batch.missed == 0
         result.stdout.fnmatch_lines(["*requests: 9 (9 through a batch API, at its batch price)*",
-                                     f"batch: 9 requests sent in {server.created} batch*; 9 answered, 0 failed; "
+                                     "batch: 9 requests sent in 1 batch*; 9 answered, 0 failed; "
                                      "waited *; the replies fetched cost unpriced*"])
-        if not workers:  # the waiting is shown (under pytest-xdist the workers' output is not)
-            result.stdout.fnmatch_lines(["bineval batch: 1 batch, 1 finished; 9 requests: submitted 9, "
-                                         "in progress 0, done 9, failed 0 (*)"])
+        # the waiting is shown (under pytest-xdist the workers' output is not)
+        result.stdout.fnmatch_lines(["bineval batch: 1 batch, 1 finished; 9 requests: submitted 9, in progress 0, "
+                                     "done 9, failed 0 (*)"])
 
         # the re-run reads what the batch run stored, in one process (xdist workers reading one cache read-only:
         # test_http_cache.py's test_two_xdist_workers_share_one_cache_then_a_rerun_makes_no_request)
@@ -153,6 +153,9 @@ def test_requests_that_depend_on_replies_take_rounds_and_are_sent_once(pytester:
             assert _bodies(pytester) == 2 * (4 + 1)  # a first pass per round, and the final pass
         assert report.totals.llm_calls == report.totals.batch_requests == 19
         assert report.checklists.usage.llm_calls == 3  # the checklist's requests, counted as checklist generation
+        result.stdout.fnmatch_lines(["*requests: 19 (19 through a batch API, at its batch price)*",
+                                     f"batch: 19 requests sent in {server.created} batch*; 19 answered, 0 failed; "
+                                     "waited *"])
 
 
 def test_an_interrupted_batch_run_resumes_without_a_second_submission(pytester: pytest.Pytester,

@@ -267,8 +267,11 @@ def test_a_wrong_password_is_said_without_either_password(fake: ScriptedModel, r
     assert redis_server.dump() == {}
 
 
-def test_rediss_speaks_tls(fake: ScriptedModel, redis_server: RedisServer) -> None:
+def test_rediss_speaks_tls(fake: ScriptedModel, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
     # The server of these tests speaks no TLS: a rediss:// URL fails its handshake (one warning), a redis:// works.
+    # The server waits for the rest of a "command" that is a TLS hello: the handshake ends at the client's timeout
+    # (twice 5 s, with its retry), here shortened.
+    monkeypatch.setattr(RedisCache, "timeout", 1.0)
     with pytest.warns(BinevalCacheWarning, match=r"rediss://:\*\*\*@127\.0\.0\.1:\d+/0 cannot be used"):
         result = evaluate("A", CHECKLIST, model=fake.model, cache_url=redis_server.url.replace("redis:", "rediss:"))
     assert result.usage.llm_calls == 2 and redis_server.dump() == {}
