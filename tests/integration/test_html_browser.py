@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -69,18 +68,44 @@ def browser_or_skip() -> str:
     pytest.skip(f"HTML report browser test skipped: {missing}")
 
 
-@contextlib.contextmanager
-def chromium(executable: str, profile: Path) -> Iterator[Any]:
-    """A headless Chromium with a fresh profile directory; yields its Playwright browser context."""
-    from playwright.sync_api import sync_playwright
+class Chromium:
+    """One headless Chromium, started at its first use and kept for the module (a launch, and Playwright's driver,
+    cost seconds); each use gets a fresh browser context: its own storage, as a fresh profile had."""
 
-    with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(profile), executable_path=executable, headless=True, args=CHROMIUM_FLAGS, viewport=VIEWPORT)
+    def __init__(self, executable: str) -> None:
+        self.executable = executable
+        self._playwright: Any = None
+        self._browser: Any = None
+
+    @contextlib.contextmanager
+    def context(self) -> Iterator[Any]:
+        if self._browser is None:
+            from playwright.sync_api import sync_playwright
+
+            self._playwright = sync_playwright().start()
+            self._browser = self._playwright.chromium.launch(executable_path=self.executable, headless=True,
+                                                             args=CHROMIUM_FLAGS)
+        context = self._browser.new_context(viewport=VIEWPORT, accept_downloads=True)
         try:
             yield context
         finally:
             context.close()
+
+    def close(self) -> None:
+        if self._browser is not None:
+            self._browser.close()
+            self._playwright.stop()
+            self._browser = self._playwright = None
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Chromium]:
+    """The module's Chromium (a skip, or in CI a failure, when there is none)."""
+    browser = Chromium(browser_or_skip())
+    try:
+        yield browser
+    finally:
+        browser.close()
 
 
 @dataclass
@@ -214,9 +239,8 @@ def test_unstable():  # the judge's repeats disagree on one question
 '''
 
 
-def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester,
+def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester, chromium: Chromium,
                                                        request: pytest.FixtureRequest) -> None:
-    executable = browser_or_skip()
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\nbineval_model = browserfake/judge\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_summaries=TESTS)
@@ -236,7 +260,7 @@ def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester
     assert document.regressions is not None and len(document.regressions.changes("regression")) == 1
     assert [u.key.split("::")[-1] for u in document.unstable] == ["test_unstable"]
 
-    with chromium(executable, pytester.path / "chromium-profile") as context:
+    with chromium.context() as context:
         page = open_report(context, pytester.path / "report.html")
         facts = check_report(page, pytester.path / "report.png")
         assert (facts["rows"], facts["cells"], facts["failing"]) == (6, 16, 2)
@@ -289,9 +313,9 @@ def test_report_of_a_pytester_run_in_headless_chromium(pytester: pytest.Pytester
 
 
 @pytest.mark.local_model
-def test_report_of_the_real_embedded_judge_in_headless_chromium(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_report_of_the_real_embedded_judge_in_headless_chromium(pytester: pytest.Pytester,
+                                                               chromium: Chromium, tmp_path: Path) -> None:
     """A run against the real embedded judge (a pinned hand-written checklist: no generation)."""
-    executable = browser_or_skip()
     checklist = {**REAL_CHECKLIST, "questions": REAL_CHECKLIST["questions"][:2]}
     pin = pytester.path / "__bineval__" / "test_real" / "test_real_judge.json"
     pin.parent.mkdir(parents=True)
@@ -312,7 +336,7 @@ def test_report_of_the_real_embedded_judge_in_headless_chromium(pytester: pytest
     result.assert_outcomes(passed=1)
     (record,) = ReportDocument.load(pytester.path / "report.json").evaluations
     assert record.model == "bineval/smollm2-135m-instruct" and len(record.verdicts) == 2
-    with chromium(executable, tmp_path / "profile") as context:
+    with chromium.context() as context:
         page = open_report(context, pytester.path / "report.html")
         facts = check_report(page, pytester.path / "report.png")
         assert (facts["rows"], facts["cells"]) == (1, 2)
@@ -328,12 +352,16 @@ if __name__ == "__main__":  # python tests/test_html_browser.py REPORT.html [...
     executable = find_chromium()
     if executable is None:
         raise SystemExit("no Chromium found: apt-get install -y chromium, or set BINEVAL_CHROMIUM")
-    with tempfile.TemporaryDirectory() as tmp, chromium(executable, Path(tmp) / "profile") as context:
-        for arg in sys.argv[1:]:
-            shot = Path(arg).with_suffix(".png")
-            found = check_report(open_report(context, Path(arg)), shot)
-            print(f"{arg}: ok ({found['rows']} rows, {found['cells']} cells, {found['failing']} not passed); "
-                  f"screenshot {shot}")
+    browser = Chromium(executable)
+    try:
+        with browser.context() as context:
+            for arg in sys.argv[1:]:
+                shot = Path(arg).with_suffix(".png")
+                found = check_report(open_report(context, Path(arg)), shot)
+                print(f"{arg}: ok ({found['rows']} rows, {found['cells']} cells, {found['failing']} not passed); "
+                      f"screenshot {shot}")
+    finally:
+        browser.close()
 
 
 # -- a conversation under test -------------------------------------------------------------------------------------
@@ -372,11 +400,10 @@ def test_chat():
 '''
 
 
-def test_a_conversation_as_a_transcript_in_headless_chromium(pytester: pytest.Pytester,
+def test_a_conversation_as_a_transcript_in_headless_chromium(pytester: pytest.Pytester, chromium: Chromium,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The transcript of a conversation: its turns, the failing turn marked as the first step that went wrong, tool
     calls shown, every text of the caller escaped (content, tool name, arguments); a baseline with fewer turns."""
-    executable = browser_or_skip()
     pytester.makeconftest(CHAT_CONFTEST)
     pytester.makeini("[pytest]\nbineval_model = chatfake/judge\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_chat=CHAT_TESTS)
@@ -385,7 +412,7 @@ def test_a_conversation_as_a_transcript_in_headless_chromium(pytester: pytest.Py
     monkeypatch.setenv("CHAT_TURNS", "5")
     pytester.runpytest("--bineval-cache=off", "--bineval-baseline=base.json",
                        "--bineval-html=report.html").assert_outcomes(passed=1)
-    with chromium(executable, pytester.path / "chromium-profile") as context:
+    with chromium.context() as context:
         page = open_report(context, pytester.path / "report.html")
         facts = check_report(page, pytester.path / "chat.png")
         assert (facts["rows"], facts["cells"]) == (1, 4)  # the tool check and three assistant turns
@@ -451,12 +478,11 @@ def test_broken():
 '''
 
 
-def test_labels_made_in_the_page_round_trip_through_bineval_calibrate(pytester: pytest.Pytester,
+def test_labels_made_in_the_page_round_trip_through_bineval_calibrate(pytester: pytest.Pytester, chromium: Chromium,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """20 verdicts marked agree / disagree in the page (one through the inspector's copy, one with a note), a judge
     error answered no, the download read by bineval calibrate; the marks survive a reload; a run with the file
     shows the agreement and the labelled verdicts."""
-    executable = browser_or_skip()
     pytester.makeconftest(LABELLING_CONFTEST)
     pytester.makeini("[pytest]\nbineval_model = labelfake/judge\nasyncio_default_fixture_loop_scope = function\n"
                      "bineval_cache = off\n")
@@ -467,7 +493,7 @@ def test_labels_made_in_the_page_round_trip_through_bineval_calibrate(pytester: 
     disagree = {("0", "consistency check 2"), ("1", "consistency check 2"), ("2", "consistency check 2"),
                 ("4", "fluency check 1")}
     downloaded = pytester.path / "bineval-labels.jsonl"
-    with chromium(executable, pytester.path / "profile") as context:
+    with chromium.context() as context:
         page = open_report(context, pytester.path / "report.html")
         check_report(page, pytester.path / "report.png")
         p = page.page
@@ -525,7 +551,7 @@ def test_labels_made_in_the_page_round_trip_through_bineval_calibrate(pytester: 
 
     result = pytester.runpytest("--bineval-labels=bineval-labels.jsonl", "--bineval-html=labelled.html")
     result.stdout.fnmatch_lines(["*consistency: kappa 0.40 [[]*agreement 0.70*"])
-    with chromium(executable, pytester.path / "profile2") as context:
+    with chromium.context() as context:
         page = open_report(context, pytester.path / "labelled.html")
         check_report(page, pytester.path / "labelled.png")
         p = page.page
