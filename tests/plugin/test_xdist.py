@@ -27,7 +27,7 @@ pytest_plugins = ["pytester"]
 EVERY_FEATURE = '''
 import pathlib
 import pytest
-from pytest_bineval import assert_passes
+from pytest_bineval import Checklist, assert_passes
 
 @pytest.mark.bineval(task="Task A.", threshold={"fluency": 0.5, "cohrence": 0.5})
 def test_confirmed():  # one question flips from ask to ask: re-asked, unstable; a marker's threshold key misspelt
@@ -55,12 +55,30 @@ def test_no_task():  # errors before any evaluation: not scored
 @pytest.mark.bineval(task="Task F.", dimensions=[{"brevity": "Short."}])
 def test_deselected():  # -k leaves it out: collected, not run; its dimension is defined (no note for the ini key)
     assert_passes("output f")
+
+CHAT = [
+    {"role": "user", "content": "Where is my order A-1043?"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+        "name": "lookup_order", "arguments": '{"order_id": "A-1043"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": '{"status": "shipped"}'},
+    {"role": "assistant", "content": "It shipped <b>yesterday</b>."},
+    {"role": "user", "content": "Thanks!"},
+    {"role": "assistant", "content": "You're welcome!"},
+]
+CHAT_CHECKLIST = Checklist(task="Answer the customer in a support chat.", dimensions={"tone": "Polite."}, questions=[
+    {"id": "tone-1", "dimension": "tone", "text": "Is the reply polite?", "scope": "each_turn"},
+    {"id": "tone-2", "dimension": "tone", "text": "Does the assistant look the order up?",
+     "check": {"kind": "tool_called", "name": "lookup_order"}}])
+
+def test_conversation():  # a conversation, its turn 4 judged impolite: failed, the first step that went wrong named
+    assert_passes(CHAT, checklist=CHAT_CHECKLIST, threshold=1.0)
 '''
 EVERY_ANSWER = {
     f"output a|{Q.format('fluency', 2)}": ["no", "yes", "yes"],
     f"output b|{Q.format('consistency', 1)}": "no",
     f"output c|{Q.format('fluency', 1)}": "no",
     f"output d|{Q.format('fluency', 1)}": "boom",
+    "turn 4|Is the reply polite?": "no",
 }
 EVERY_OPTION = ["-p", "rerunfailures", "-k", "not deselected", "--color=no", "--bineval-cache=off",
                 "--bineval-update-checklists", "--bineval-confirm=5", "--bineval-explain=all",
@@ -112,8 +130,8 @@ def _run_every_feature(pytester: pytest.Pytester, workers: list[str],
 def test_a_run_under_xdist_finds_what_one_process_finds(pytester: pytest.Pytester,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every feature of a run in one project (re-runs, confirmation, pins written, a judge error, a test not scored, a
-    deselected test, threshold keys that name no dimension, the judge against labels, every output): ``-n 2``
-    changes nothing a user sees."""
+    deselected test, threshold keys that name no dimension, the judge against labels, a conversation failing at a
+    turn, every output): ``-n 2`` changes nothing a user sees."""
     pytest.importorskip("pytest_rerunfailures")
     scripted_project(pytester, provider="xfake", rule=ANSWERS_FILE_RULE, ini="bineval_threshold = brevity=0.5")
     (pytester.path / "answers.json").write_text(json.dumps(EVERY_ANSWER))
@@ -122,28 +140,35 @@ def test_a_run_under_xdist_finds_what_one_process_finds(pytester: pytest.Pyteste
     pytester.makepyfile(test_every=EVERY_FEATURE)
 
     one, one_files = _run_every_feature(pytester, [], monkeypatch)
-    assert one.parseoutcomes() == {"passed": 2, "failed": 1, "errors": 2, "rerun": 1, "deselected": 1}
+    assert one.parseoutcomes() == {"passed": 2, "failed": 2, "errors": 2, "rerun": 1, "deselected": 1}
     one_doc = report_of(pytester)
     two, two_files = _run_every_feature(pytester, XDIST, monkeypatch)
-    assert two.parseoutcomes() == {"passed": 2, "failed": 1, "errors": 2, "rerun": 1}  # xdist counts no deselected
+    assert two.parseoutcomes() == {"passed": 2, "failed": 2, "errors": 2, "rerun": 1}  # xdist counts no deselected
     two_doc = report_of(pytester)
 
     # every feature did something (the comparison below is not of two empty reports)
     t = one_doc.totals
-    assert (t.evaluations, t.passed, t.failed, t.errors, t.rerun_evaluations, t.unscored_tests) == (4, 2, 1, 1, 1, 1)
+    assert (t.evaluations, t.passed, t.failed, t.errors, t.rerun_evaluations, t.unscored_tests) == (5, 2, 2, 1, 1, 1)
     assert t.pinned_checklists_written == 4 and t.failed_requests > 0 and t.unstable_questions == 1
     assert one_doc.confirmation is not None and one_doc.confirmation.reasked > 0
     assert [(u.test, u.error) for u in one_doc.unscored] == [("test_every.py::test_no_task", "NoTaskError")]
     assert "test_every.py::test_deselected" in (one_doc.collected_tests or [])
     assert "test_every.py::test_deselected" not in (one_doc.ran_tests or [])
-    assert {v.explain for e in one_doc.evaluations for v in e.verdicts} == {"all"}  # the option reached the judge
+    # the option reached the judge (a check that code decides has no explanation)
+    assert {v.explain for e in one_doc.evaluations for v in e.verdicts if v.decided_by == "judge"} == {"all"}
     assert sorted(a.action for a in one_doc.pins) == ["created"] * 4
     calibration = one_doc.calibration
     assert calibration is not None and calibration.used == 3 and len(calibration.disagreements) == 1
     notes = [line for line in one.outlines if line.startswith("bineval: ") and "which no assertion" in line]
     assert [n.split("sets a threshold for ")[1].split(",")[0] for n in notes] == ["'fluncy'", "'cohrence'"]
+    (chat,) = [e for e in one_doc.evaluations if e.test == "test_every.py::test_conversation"]
+    assert (chat.first_failing_turn, len(chat.conversation or [])) == (4, 6)
+    assert [(v.turn, v.answer, v.decided_by) for v in chat.verdicts] == [
+        (None, "yes", "code"), (2, "yes", "judge"), (4, "no", "judge"), (6, "yes", "judge")]
+    assert "turn 4 (assistant)" in one_files["comment.md"] and "&lt;b&gt;yesterday" in one_files["report.html"]
     assert one_files["finished.txt"].splitlines() == [
-        "False 4 4 ['test_every.py::test_below', 'test_every.py::test_judge_error', 'test_every.py::test_no_task']"]
+        "False 5 5 ['test_every.py::test_below', 'test_every.py::test_conversation', "
+        "'test_every.py::test_judge_error', 'test_every.py::test_no_task']"]
 
     # the same under xdist: the report, the summary's lines, the files written once, on the controller
     assert _comparable(two_doc) == _comparable(one_doc)
