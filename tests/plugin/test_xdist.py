@@ -80,7 +80,8 @@ EVERY_ANSWER = {
     f"output d|{Q.format('fluency', 1)}": "boom",
     "turn 4|Is the reply polite?": "no",
 }
-EVERY_OPTION = ["-p", "rerunfailures", "-k", "not deselected", "--color=no", "--bineval-cache=off",
+# (one retry of the judge error's 503, not the default two: the backoff waits are real seconds)
+EVERY_OPTION = ["-p", "rerunfailures", "-k", "not deselected", "--color=no", "--bineval-cache=off", "--bineval-retries=1",
                 "--bineval-update-checklists", "--bineval-confirm=5", "--bineval-explain=all",
                 "--bineval-threshold=fluncy=0.3", "--bineval-report=report.json", "--bineval-html=report.html",
                 "--bineval-pr-comment=comment.md", "--bineval-labels=labels.jsonl"]

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -667,23 +664,9 @@ def test_bad_settings_are_value_errors(field: str, value: Any) -> None:
         Settings(**{field: value})
 
 
-def test_litellm_is_imported_lazily_and_offline_safe() -> None:
-    """``import pytest_bineval`` loads no litellm; the first model call imports it with
-    LITELLM_LOCAL_MODEL_COST_MAP set, so litellm does not try to download its price list."""
-    script = (
-        "import os, sys\n"
-        "import pytest_bineval\n"
-        "assert 'litellm' not in sys.modules, 'litellm imported eagerly'\n"
-        "from pytest_bineval.llm.client import import_litellm\n"
-        "import_litellm()\n"
-        "print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "True"
-    assert "model_prices_and_context_window" not in done.stderr
-    assert "cost map" not in done.stderr.lower()
+# That litellm is imported lazily (not by ``import pytest_bineval``, by the first model call) and offline-safe
+# (LITELLM_LOCAL_MODEL_COST_MAP set first: no price list download) is tests/unit/test_package.py's
+# test_the_first_cache_miss_imports_litellm_offline_safe (one subprocess that imports litellm, for both).
 
 
 # -- CLI -----------------------------------------------------------------------------------------------------
