@@ -81,8 +81,9 @@ EVERY_ANSWER = {
     "turn 4|Is the reply polite?": "no",
 }
 # (one retry of the judge error's 503, not the default two: the backoff waits are real seconds)
-EVERY_OPTION = ["-p", "rerunfailures", "-k", "not deselected", "--color=no", "--bineval-cache=off", "--bineval-retries=1",
-                "--bineval-update-checklists", "--bineval-confirm=5", "--bineval-explain=all",
+EVERY_OPTION = ["-p", "rerunfailures", "-k", "not deselected", "--color=no", "--bineval-cache=off",
+                "--bineval-retries=1", "--bineval-update-checklists", "test_every.py", "--bineval-confirm=5",
+                "--bineval-explain=all",
                 "--bineval-threshold=fluncy=0.3", "--bineval-report=report.json", "--bineval-html=report.html",
                 "--bineval-pr-comment=comment.md", "--bineval-labels=labels.jsonl"]
 # a person's labels of three verdicts: the judge's agreement with them is computed on the controller
@@ -130,15 +131,16 @@ def _run_every_feature(pytester: pytest.Pytester, workers: list[str],
 
 def test_a_run_under_xdist_finds_what_one_process_finds(pytester: pytest.Pytester,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every feature of a run in one project (re-runs, confirmation, pins written, a judge error, a test not scored, a
-    deselected test, threshold keys that name no dimension, the judge against labels, a conversation failing at a
-    turn, every output): ``-n 2`` changes nothing a user sees."""
+    """Every feature of a run in one project (re-runs, confirmation, pins written for the path given after the bare
+    update option, a judge error, a test not scored, a deselected test, threshold keys that name no dimension, the
+    judge against labels, a conversation failing at a turn, every output): ``-n 2`` changes nothing a user sees."""
     pytest.importorskip("pytest_rerunfailures")
     scripted_project(pytester, provider="xfake", rule=ANSWERS_FILE_RULE, ini="bineval_threshold = brevity=0.5")
     (pytester.path / "answers.json").write_text(json.dumps(EVERY_ANSWER))
     (pytester.path / "labels.jsonl").write_text("".join(json.dumps(label) + "\n" for label in EVERY_LABEL))
     with_finished_hook(pytester)
-    pytester.makepyfile(test_every=EVERY_FEATURE)
+    # the path after the bare update option is a test path (not its mode), in the workers too: test_other never runs
+    pytester.makepyfile(test_every=EVERY_FEATURE, test_other="def test_other():\n    raise AssertionError\n")
 
     one, one_files = _run_every_feature(pytester, [], monkeypatch)
     assert one.parseoutcomes() == {"passed": 2, "failed": 2, "errors": 2, "rerun": 1, "deselected": 1}
