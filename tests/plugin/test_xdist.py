@@ -15,7 +15,7 @@ import shutil
 from typing import Any
 
 import pytest
-from support import ANSWERS_FILE_RULE, XDIST, Q, make_project, report_of, with_finished_hook
+from support import ANSWERS_FILE_RULE, XDIST, Q, make_project, record, report_of, with_finished_hook
 
 from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing.project import scripted_project
@@ -85,13 +85,26 @@ EVERY_OPTION = ["-p", "rerunfailures", "-k", "not deselected", "--color=no", "--
                 "--bineval-retries=1", "--bineval-update-checklists", "test_every.py", "--bineval-confirm=5",
                 "--bineval-explain=all",
                 "--bineval-threshold=fluncy=0.3", "--bineval-report=report.json", "--bineval-html=report.html",
-                "--bineval-pr-comment=comment.md", "--bineval-labels=labels.jsonl"]
+                "--bineval-pr-comment=comment.md", "--bineval-labels=labels.jsonl", "--bineval-baseline=base.json"]
 # a person's labels of three verdicts: the judge's agreement with them is computed on the controller
 EVERY_LABEL = [
     {"test": "test_every.py::test_below", "question": Q.format("consistency", 1), "answer": "yes"},  # judge: no
     {"test": "test_every.py::test_below", "question": Q.format("consistency", 2), "answer": "yes"},
     {"test": "test_every.py::test_confirmed", "question": Q.format("fluency", 1), "answer": "yes"},
 ]
+# the baseline the runs compare with (on the controller, under xdist): test_below's first question was yes (now no:
+# a regression), test_judge_error's was yes (now an error), test_no_task was scored (it ran: removed), a test that
+# is gone (removed) and test_deselected (collected, not run)
+EVERY_BASELINE = ReportDocument(created="2026-11-30T12:00:00+00:00", evaluations=[
+    record("test_every.py::test_below", "passed", [("consistency", Q.format("consistency", 1), "yes"),
+                                                   ("consistency", Q.format("consistency", 2), "yes")]),
+    record("test_every.py::test_judge_error", "passed", [("fluency", Q.format("fluency", 1), "yes")]),
+    record("test_every.py::test_no_task", "passed", [("fluency", Q.format("fluency", 1), "yes")]),
+    record("test_every.py::test_gone", "passed", [("fluency", Q.format("fluency", 1), "yes")]),
+    record("test_every.py::test_deselected", "passed", [("brevity", "Is it short?", "yes")]),
+])
+
+
 def _comparable(doc: ReportDocument) -> dict[str, Any]:
     """The report without what differs from run to run whatever the workers (the time it was written, the seconds
     each usage took), its evaluations in test order (workers finish in any order)."""
@@ -105,9 +118,9 @@ def _comparable(doc: ReportDocument) -> dict[str, Any]:
     return data
 
 
-def _summary(result: pytest.RunResult) -> list[str]:
-    """The lines of the bineval summary (up to pytest's next section), the GitHub stop-commands token masked."""
-    start = next(i for i, line in enumerate(result.outlines) if "= bineval summary =" in line)
+def _summary(result: pytest.RunResult, section: str = "summary") -> list[str]:
+    """The lines of a bineval section (up to pytest's next section), the GitHub stop-commands token masked."""
+    start = next(i for i, line in enumerate(result.outlines) if f"= bineval {section} =" in line)
     end = next(i for i, line in enumerate(result.outlines) if i > start and line.startswith("===="))
     return [re.sub(r"\b[0-9a-f]{32}\b", "<token>", line) for line in result.outlines[start:end]]
 
@@ -139,6 +152,7 @@ def test_a_run_under_xdist_finds_what_one_process_finds(pytester: pytest.Pyteste
     (pytester.path / "answers.json").write_text(json.dumps(EVERY_ANSWER))
     (pytester.path / "labels.jsonl").write_text("".join(json.dumps(label) + "\n" for label in EVERY_LABEL))
     with_finished_hook(pytester)
+    EVERY_BASELINE.write(pytester.path / "base.json")
     # the path after the bare update option is a test path (not its mode), in the workers too: test_other never runs
     pytester.makepyfile(test_every=EVERY_FEATURE, test_other="def test_other():\n    raise AssertionError\n")
 
@@ -169,6 +183,11 @@ def test_a_run_under_xdist_finds_what_one_process_finds(pytester: pytest.Pyteste
     assert [(v.turn, v.answer, v.decided_by) for v in chat.verdicts] == [
         (None, "yes", "code"), (2, "yes", "judge"), (4, "no", "judge"), (6, "yes", "judge")]
     assert "turn 4 (assistant)" in one_files["comment.md"] and "&lt;b&gt;yesterday" in one_files["report.html"]
+    regressions = one_doc.regressions
+    assert regressions is not None and [r.key for r in regressions.not_run] == ["test_every.py::test_deselected"]
+    assert [r.key for r in regressions.removed] == ["test_every.py::test_gone", "test_every.py::test_no_task"]
+    assert sorted((d.key, c.kind) for d in regressions.compared for c in d.changes) == [
+        ("test_every.py::test_below", "regression"), ("test_every.py::test_judge_error", "judge error")]
     assert one_files["finished.txt"].splitlines() == [
         "False 5 5 ['test_every.py::test_below', 'test_every.py::test_conversation', "
         "'test_every.py::test_judge_error', 'test_every.py::test_no_task']"]
@@ -177,6 +196,7 @@ def test_a_run_under_xdist_finds_what_one_process_finds(pytester: pytest.Pyteste
     assert _comparable(two_doc) == _comparable(one_doc)
     assert two_files == one_files
     assert _summary(two) == _summary(one)
+    assert _summary(two, "regressions") == _summary(one, "regressions")
     for result in (one, two):
         out = result.stdout.str()
         assert out.count("= bineval summary =") == 1 and out.count("bineval html report: report.html") == 1
