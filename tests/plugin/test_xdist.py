@@ -1,11 +1,12 @@
-"""What crosses pytest-xdist, end to end: one project that uses every feature of a run gives the same report, summary
-and outputs under ``-n 2`` as in one process; the merge (one summary, one report and page, the finished hook once,
-on the controller); a worker that never sends its ledger (Ctrl-C, a crash): what it finished still counts. Its
-tests' teardown reports carry their records and the worker's running counts; the controller keeps them until the
-worker's ledger arrives, and uses them when it never does.
+"""What crosses pytest-xdist, end to end: one project that uses every feature of a run (a conversation and a baseline
+comparison among them) gives the same report, summary and outputs under ``-n 2`` as in one process; the merge (one
+summary, one report and page, the finished hook once, on the controller); a worker that never sends its ledger
+(Ctrl-C, a crash): what it finished still counts. Its tests' teardown reports carry their records and the worker's
+running counts; the controller keeps them until the worker's ledger arrives, and uses them when it never does.
 
-The other plugin tests run in one process: each ledger field's trip through a worker (serialised, relayed test by
-test, merged) is the ledger's unit test (tests/unit/test_ledger.py)."""
+The other plugin tests run in one process unless xdist is their subject (a budget's share per worker, workers
+pinning one file, the controller's loop or re-asks, shards, SIGTERM): each ledger field's trip through a worker
+(serialised, relayed test by test, merged) is the ledger's unit test (tests/unit/test_ledger.py)."""
 
 from __future__ import annotations
 
