@@ -198,6 +198,7 @@ def test_a_run_under_xdist_finds_what_one_process_finds(pytester: pytest.Pyteste
     assert two_files == one_files
     assert _summary(two) == _summary(one)
     assert _summary(two, "regressions") == _summary(one, "regressions")
+    assert _summary(two, "judge") == _summary(one, "judge")  # the labels' agreement, then GitHub's annotations
     for result in (one, two):
         out = result.stdout.str()
         assert out.count("= bineval summary =") == 1 and out.count("bineval html report: report.html") == 1
