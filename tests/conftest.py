@@ -30,8 +30,16 @@ if importlib.util.find_spec("importlib_metadata") is not None:
 # For the same reason, the modules every in-process run of the plugin needs are imported here once, instead of
 # again in each run (pydantic models, the engine, the assertion path and the outputs: ~1 s a run on a loaded
 # machine). They are the plugin's own; the tests of lazy imports run in subprocesses.
+# The check catalogue (imported lazily by every checklist generation: 150 of the plugin tests' runs) and rich (the
+# terminal's tables: 60 runs) too.
+import rich.console  # noqa: E402
+import rich.table  # noqa: E402
+import rich.text  # noqa: E402, F401
+
 import pytest_bineval.api  # noqa: E402
 import pytest_bineval.assertions  # noqa: E402
+import pytest_bineval.checks.catalogue  # noqa: E402
+import pytest_bineval.checks.extract  # noqa: E402
 import pytest_bineval.llm.client  # noqa: E402
 import pytest_bineval.outputs.html  # noqa: E402
 import pytest_bineval.session  # noqa: E402, F401

@@ -175,11 +175,11 @@ def generate_and_judge(settings: Any, output: str, checklist: Any) -> tuple[Any,
         engine.close()
 
 
-# The fake judge reads answers.json at each request: {"<output>|<question>" or "<question>": answer}; an answer
-# is "yes"/"no", "boom" (a provider error), a dict (the raw reply) or a list (one item per call, in turn: the
-# repeats of one question get them in order).
+# The fake judge reads answers.json at each request: {"<output>|<question>", "turn <n>|<question>" (a question
+# asked of a conversation's turn n) or "<question>": answer}; an answer is "yes"/"no", "boom" (a provider error), a
+# dict (the raw reply) or a list (one item per call, in turn: the repeats of one question get them in order).
 ANSWERS_FILE_RULE = '''
-import json, pathlib, threading
+import json, pathlib, re, threading
 
 HERE = pathlib.Path(__file__).parent
 CALLS = {}
@@ -189,7 +189,9 @@ def answer(req):
     path = HERE / "answers.json"
     table = json.loads(path.read_text()) if path.exists() else {}
     key = req.output + "|" + req.question
-    value = table.get(key, table.get(req.question, "yes"))
+    turn = re.search(r"\\(Answer about turn (\\d+),", req.user)
+    value = table.get(key, table.get(f"turn {turn.group(1)}|{req.question}" if turn else "",
+                                     table.get(req.question, "yes")))
     if isinstance(value, list):
         with LOCK:
             n = CALLS.get(key, 0)

@@ -68,7 +68,7 @@ def test_budget_under_xdist_is_a_share_per_worker(pytester: pytest.Pytester) -> 
         "judged, 4 refused*",
     ])
     assert report_of(pytester).settings.budget_workers == 2
-    help_text = pytester.runpytest_subprocess("--help").stdout.str()
+    help_text = pytester.runpytest("--help").stdout.str()
     assert "The budget is kept per process" in " ".join(help_text.split())
 
 

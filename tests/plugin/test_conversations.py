@@ -2,21 +2,21 @@
 twin and the bineval fixture take message lists; a per-turn failure names its turn in the terminal section, the
 summary, the JSON report, the PR comment and the HTML transcript; tool checks cost no request; a pinned checklist
 keeps its scopes; a baseline comparison over conversations matches turns and says when a conversation changed
-length. In-process and under ``-p xdist -n 2``."""
+length. In-process; under ``-p xdist -n 2`` once, for what the controller does with what its workers kept (the gate
+re-asks a turn of a conversation). A conversation's records through a worker (the failing turn in every output) are
+tests/plugin/test_xdist.py's project of every feature."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from support import XDIST
 
 from pytest_bineval.report.document import ReportDocument
 from pytest_bineval.testing.project import scripted_project
 
 pytest_plugins = ["pytester"]
-
-XDIST = ["-p", "xdist", "-n", "2"]
-MODES = [pytest.param([], id="in-process"), pytest.param(XDIST, id="xdist")]
 
 # The judge says no to "Is the reply polite?" about the turns listed in rude.txt (none when it is missing), and
 # about a turn whose reply is "Whatever." (what the assistant says at turn 7 when curt.txt exists). Every ask of a
@@ -110,17 +110,15 @@ def project(pytester: pytest.Pytester) -> None:
 
 
 def run(pytester: pytest.Pytester, xdist: list[str], *args: str) -> pytest.RunResult:
-    """A run with no reply cache: the scripted judge's answers of this run, not the last run's."""
-    if xdist:
-        return pytester.runpytest_subprocess(*xdist, "--bineval-cache=off", *args)
-    return pytester.runpytest("--bineval-cache=off", *args)
+    """A run with no reply cache: the scripted judge's answers of this run, not the last run's (in-process: under
+    xdist the workers are processes anyway)."""
+    return pytester.runpytest(*xdist, "--bineval-cache=off", *args)
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_a_per_turn_failure_names_its_turn_in_every_output(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_a_per_turn_failure_names_its_turn_in_every_output(pytester: pytest.Pytester) -> None:
     project(pytester)
     (pytester.path / "rude.txt").write_text("5")
-    result = run(pytester, xdist, "--bineval-report=report.json", "--bineval-html=report.html",
+    result = run(pytester, [], "--bineval-report=report.json", "--bineval-html=report.html",
                  "--bineval-pr-comment=comment.md", "-rf")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([
@@ -152,13 +150,12 @@ def asked(pytester: pytest.Pytester) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-@pytest.mark.parametrize("xdist", MODES)
-def test_a_baseline_comparison_over_conversations(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_a_baseline_comparison_over_conversations(pytester: pytest.Pytester) -> None:
     project(pytester)
-    run(pytester, xdist, "--bineval-report=base.json").assert_outcomes(passed=4)
+    run(pytester, [], "--bineval-report=base.json").assert_outcomes(passed=4)
     # the same conversations, a judge that now says no about turn 7: a flip with the same input is the judge's noise
     (pytester.path / "rude.txt").write_text("7")
-    result = run(pytester, xdist, "--bineval-baseline=base.json", "--bineval-report=now.json",
+    result = run(pytester, [], "--bineval-baseline=base.json", "--bineval-report=now.json",
                  "--bineval-pr-comment=comment.md")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines(["UNSTABLE FLIP test_chat.py::test_support_chat[[]books] [[]tone] turn 7 (assistant): "
@@ -171,10 +168,31 @@ def test_a_baseline_comparison_over_conversations(pytester: pytest.Pytester, xdi
     assert sum(d.unchanged for d in now.regressions.compared) == 2 * 5 + 2 + 2  # the other turns, the checks
     (tone,) = [s for s in now.regressions.suite if s.name == "tone"]
     assert (tone.evaluations, tone.questions) == (2, 8)  # a conversation is one cluster: its 4 verdicts count once
-    # the assistant turns curtly at turn 7: the gate re-asks turn 7's question of both conversations up to turn 7
     (pytester.path / "rude.txt").unlink()
+    regressed_at_turn_7(pytester, [])
+    (pytester.path / "curt.txt").unlink()
+    (pytester.path / "extra.txt").write_text("2")
+    result = run(pytester, [], "--bineval-baseline=base.json", "--bineval-pr-comment=comment.md")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["CONVERSATION CHANGED test_chat.py::test_support_chat[[]books]: the conversation "
+                                 "gained turns: 9 now, 7 in the baseline; turns 8-9 are new, their verdicts are not "
+                                 "compared"])
+    assert "Conversations whose turns changed:" in (pytester.path / "comment.md").read_text()
+
+
+def test_under_xdist_the_controller_re_asks_a_turn_with_the_conversation_its_worker_kept(
+        pytester: pytest.Pytester) -> None:
+    """The one run of this module under ``-n 2``: the controller compares the merged conversations' records with the
+    baseline and re-asks turn 7 of each, up to turn 7, from the conversations its workers sent it."""
+    project(pytester)
+    run(pytester, [], "--bineval-report=base.json").assert_outcomes(passed=4)  # how it ran is not the subject
+    regressed_at_turn_7(pytester, XDIST)
+
+
+def regressed_at_turn_7(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    """The assistant turns curtly at turn 7: the gate re-asks turn 7's question of both conversations up to turn 7."""
     (pytester.path / "curt.txt").write_text("")
-    (pytester.path / "asked.jsonl").unlink()
+    (pytester.path / "asked.jsonl").unlink(missing_ok=True)
     result = run(pytester, xdist, "--bineval-baseline=base.json", "--bineval-report=now.json",
                  "--bineval-fail-on-regression")
     assert result.ret == 1
@@ -191,14 +209,6 @@ def test_a_baseline_comparison_over_conversations(pytester: pytest.Pytester, xdi
     assert len(about_7) == first_asks + now.regressions.confirmation.reasks
     assert all(a["read"] == list(range(1, 8)) for a in about_7)  # the conversation up to and including turn 7
     assert sum(bool(a["whatever"]) for a in about_7) == first_asks + now.regressions.confirmation.reasks // 2
-    (pytester.path / "curt.txt").unlink()
-    (pytester.path / "extra.txt").write_text("2")
-    result = run(pytester, xdist, "--bineval-baseline=base.json", "--bineval-pr-comment=comment.md")
-    result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["CONVERSATION CHANGED test_chat.py::test_support_chat[[]books]: the conversation "
-                                 "gained turns: 9 now, 7 in the baseline; turns 8-9 are new, their verdicts are not "
-                                 "compared"])
-    assert "Conversations whose turns changed:" in (pytester.path / "comment.md").read_text()
 
 
 def test_a_pinned_checklist_keeps_its_scopes(pytester: pytest.Pytester) -> None:

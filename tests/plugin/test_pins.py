@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support import XDIST, make_project, report_of
+from support import make_project, report_of
 
 from pytest_bineval.cli import main
 from pytest_bineval.models import Checklist, Question
@@ -193,11 +193,8 @@ def test_a_path_after_the_bare_update_option_is_a_test_path(pytester: pytest.Pyt
     check_pinned_path(result, args)
 
 
-def test_a_path_after_the_bare_update_option_under_xdist(pytester: pytest.Pytester) -> None:
-    make_project(pytester)
-    pytester.makepyfile(test_suite=SUITE.format(task_a="Task A."), test_other="def test_o():\n    pass\n")
-    args = ["--bineval-update-checklists", "test_suite.py"]
-    check_pinned_path(pytester.runpytest(*args, "--bineval-cache=off", *XDIST), args)
+# Under -n 2 (the workers parse the same arguments): tests/plugin/test_xdist.py's project of every feature runs
+# with `--bineval-update-checklists test_every.py`.
 
 
 def check_pinned_path(result: pytest.RunResult, args: list[str]) -> None:

@@ -411,7 +411,7 @@ def test_judge_error_is_a_test_error_never_a_pass(pytester: pytest.Pytester) -> 
         def test_judged():
             assert_passes("x", dimension="fluency", threshold=0.0)
     ''')
-    result = pytester.runpytest("--bineval-report=report.json")
+    result = pytester.runpytest("--bineval-report=report.json", "--bineval-retries=0")  # no backoff waits
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([
         "*BinevalJudgeError: bineval: the judge (pfake/judge) failed on 1 question(s)*",

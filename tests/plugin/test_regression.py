@@ -1,6 +1,8 @@
 """--bineval-baseline, --bineval-fail-on-regression, --bineval-repeats and --bineval-gate through pytester and the
-real terminal output, with a scripted fake judge; the full diff in one process and under ``-p xdist -n 2`` (the
-controller compares the merged records with the baseline; a confirmed regression under ``-n 2`` is test_gate.py's)."""
+real terminal output, with a scripted fake judge, in one process. Under ``-p xdist -n 2`` (the controller compares
+the merged records with the baseline): tests/plugin/test_xdist.py's project of every feature compares with a
+baseline (a regression, a new judge error, removed and not-run tests) and gets the same diff both ways; a confirmed
+regression under ``-n 2`` is test_gate.py's."""
 
 from __future__ import annotations
 
@@ -119,8 +121,7 @@ def full_baseline(path: Path) -> None:
     ])
 
 
-def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, workers: list[str],
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     project(pytester, ANSWERS)
     (pytester.path / DIR).mkdir()
     suite = pytester.path / DIR / "test_suite.py"
@@ -131,8 +132,8 @@ def test_baseline_diff_section_report_and_github(pytester: pytest.Pytester, work
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
     monkeypatch.setenv("GITHUB_WORKSPACE", str(pytester.path.parent))
-    result = pytester.runpytest(*workers, "--color=no", "--bineval-baseline=base.json",
-                                "--bineval-report=report.json")
+    result = pytester.runpytest("--color=no", "--bineval-baseline=base.json", "--bineval-report=report.json",
+                                "--bineval-retries=0")  # test_d's 503: no backoff waits
     result.assert_outcomes(passed=4, failed=1, errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     t = f"{DIR}/test_suite.py::"

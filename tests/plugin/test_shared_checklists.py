@@ -21,7 +21,8 @@ def test_judged(i):
 '''
 
 # every generation the engine starts, by worker, counted outside pytest-bineval; slowed so that both workers want
-# the checklist while the first is still generating it
+# the checklist while the first is still generating it. Undone when the run ends: the runs are in-process (the
+# module patched is this test process's own).
 COUNTER = '''
 
 import asyncio as _asyncio
@@ -41,6 +42,10 @@ async def _counted(*args, **kwargs):
 
 
 _checklist.generate_for = _counted
+
+
+def pytest_unconfigure(config):
+    _checklist.generate_for = _generate_for
 '''
 
 
@@ -53,12 +58,11 @@ def _project(pytester: pytest.Pytester) -> None:
 
 def test_two_workers_generate_an_unpinned_checklist_once(pytester: pytest.Pytester) -> None:
     _project(pytester)
-    alone = pytester.runpytest_subprocess("-p", "no:xdist", "--bineval-cache=off", "--bineval-report=alone.json")
+    alone = pytester.runpytest("-p", "no:xdist", "--bineval-cache=off", "--bineval-report=alone.json")
     alone.assert_outcomes(passed=6)
     (pytester.path / "generations.log").unlink()
 
-    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "-v", "--bineval-cache=off",
-                                           "--bineval-report=report.json")
+    result = pytester.runpytest("-p", "xdist", "-n", "2", "-v", "--bineval-cache=off", "--bineval-report=report.json")
     result.assert_outcomes(passed=6)
     out = result.stdout.str()
     assert "[gw0]" in out and "[gw1]" in out  # both workers judged tests of the task
@@ -69,6 +73,9 @@ def test_two_workers_generate_an_unpinned_checklist_once(pytester: pytest.Pytest
     assert len({tuple(q.question_id for q in r.verdicts) for r in report.evaluations}) == 1  # one checklist
     assert report.totals.llm_calls == single.totals.llm_calls
     assert not list((pytester.path / ".bineval_cache").glob("checklists-shared/*"))  # the run's own: removed
+    import pytest_bineval.checklist
+
+    assert pytest_bineval.checklist.generate_for.__name__ == "generate_for"  # this process's module left as it was
 
 
 def test_the_second_asker_waits_for_the_first_and_reads_its_checklist(tmp_path: Path) -> None:

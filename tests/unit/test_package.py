@@ -70,18 +70,23 @@ def test_importing_the_plugin_leaves_the_environment_alone() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def test_the_first_cache_miss_imports_litellm(tmp_path: Path) -> None:
-    """The other side: a miss (here a model that is not reachable) does import litellm."""
+def test_the_first_cache_miss_imports_litellm_offline_safe(tmp_path: Path) -> None:
+    """The other side: a miss (here a model that is not reachable) does import litellm, and with
+    LITELLM_LOCAL_MODEL_COST_MAP set (the caller had not set it), so litellm does not try to download its price list.
+    (One subprocess for both: each pays litellm's import, seconds.)"""
     script = textwrap.dedent(f'''
-        import sys
+        import json, os, sys
         from pytest_bineval import DEFAULT_MODEL, Checklist, Question, evaluate
         checklist = Checklist(task="t", dimensions={{"d": "d"}},
                               questions=[Question(id="d-1", dimension="d", text="q?")])
-        assert "litellm" not in sys.modules
+        assert "litellm" not in sys.modules, "litellm imported eagerly"
         result = evaluate("out", checklist, model="nosuchprovider/x", cache_dir={str(tmp_path / "c")!r}, retries=0)
-        print(json.dumps([result.verdicts[0].answer, "litellm" in sys.modules]))
-    ''').replace("import sys", "import json, sys", 1)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+        print(json.dumps([result.verdicts[0].answer, "litellm" in sys.modules,
+                          os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP")]))
+    ''')
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["error", True]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["error", True, "True"]
+    assert "model_prices_and_context_window" not in done.stderr
+    assert "cost map" not in done.stderr.lower()

@@ -45,9 +45,9 @@ def config(**kw: Any) -> QworldConfig:
 
 
 def make(fake: ScriptedModel, cache_dir: Path, strategy: str = "qworld", question: str = QUESTION,
-         **kw: Any) -> Checklist:
+         retries: int = 2, **kw: Any) -> Checklist:
     return generate_checklist(None, model=fake.model, cache_dir=str(cache_dir), strategy=strategy,
-                              question=question, qworld=config(**kw))
+                              question=question, qworld=config(**kw), retries=retries)
 
 
 def kinds(fake: ScriptedModel) -> list[str]:
@@ -199,13 +199,13 @@ def test_qworld_lite_is_one_call(fake: ScriptedModel, cache_dir: Path) -> None:
 def test_failed_calls_are_recorded_and_a_failed_start_is_an_error(fake: ScriptedModel, cache_dir: Path) -> None:
     fake.rules["qworld_perspectives"] = lambda req: (RuntimeError("provider exploded: 503") if "s2:" in req.user
                                                      else ScriptedModel().reply(req))
-    c = make(fake, cache_dir, breadth=(2, 1, 1), **{"max_nodes": (5, 8)})
+    c = make(fake, cache_dir, breadth=(2, 1, 1), retries=0, **{"max_nodes": (5, 8)})  # no backoff waits
     tree = c.tree
     assert tree is not None and len(tree.failures) == 1
     assert tree.failures[0].startswith("perspectives of s2: ") and "provider exploded: 503" in tree.failures[0]
     fake.rules["qworld_scenarios"] = lambda req: RuntimeError("down")
     with pytest.raises(ChecklistGenerationError, match=r"qworld scenario decomposition failed .*down"):
-        make(fake, cache_dir / "2", question=OTHER_QUESTION)
+        make(fake, cache_dir / "2", question=OTHER_QUESTION, retries=0)
 
 
 def test_no_usable_criterion_is_an_error(fake: ScriptedModel, cache_dir: Path) -> None:
