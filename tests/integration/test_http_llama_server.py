@@ -16,7 +16,7 @@ from support import SUPPORT_CHAT, SUPPORT_CHECKLIST
 from pytest_bineval import Checklist, Question, Settings
 from pytest_bineval.engine import Engine
 from pytest_bineval.llm.server import SERVER_ALIAS
-from pytest_bineval.models import Usage
+from pytest_bineval.models import Evaluation, Usage
 from pytest_bineval.report.document import ReportDocument
 
 pytest_plugins = ["pytester"]
@@ -37,14 +37,8 @@ CHECKLIST = Checklist(
 )
 
 
-@pytest.mark.parametrize("stream", ["auto", "off"], ids=["streamed", "two-requests"])
-def test_engine_against_llama_cpp_server(llama_server: str, stream: str) -> None:
-    engine = Engine(Settings(model=f"openai/{ALIAS}", api_base=llama_server, cache="off", concurrency=3,
-                             timeout=120.0, stream=stream))
-    try:
-        result = engine.evaluate("Lyon opened a 40 million euro bridge.", CHECKLIST, ARTICLE)
-    finally:
-        engine.close()
+def check_evaluation(result: Evaluation, stream: str) -> None:
+    """What one evaluation of CHECKLIST by the server, in a fresh engine, must be in each stream mode."""
     assert [v.answer for v in result.verdicts if v.answer == "error"] == [], [v.error for v in result.verdicts]
     assert all(v.answer in ("yes", "no") for v in result.verdicts)
     # P(yes) from the server's own logprobs
@@ -70,6 +64,18 @@ def test_engine_against_llama_cpp_server(llama_server: str, stream: str) -> None
     assert result.usage.prompt_tokens > 0 and result.usage.cost_usd is None  # tokens counted, cost unknown
     # every request to a model litellm has no price for is unpriced, the refused ones included
     assert result.usage.unpriced_requests == result.usage.llm_calls
+
+
+def test_engine_against_llama_cpp_server_on_the_two_request_path(llama_server: str) -> None:
+    """``--bineval-stream off``; the streamed path is the first evaluation of
+    test_one_client_serves_the_run_and_the_refused_form_is_remembered."""
+    engine = Engine(Settings(model=f"openai/{ALIAS}", api_base=llama_server, cache="off", concurrency=3,
+                             timeout=120.0, stream="off"))
+    try:
+        result = engine.evaluate("Lyon opened a 40 million euro bridge.", CHECKLIST, ARTICLE)
+    finally:
+        engine.close()
+    check_evaluation(result, "off")
 
 
 def test_a_support_chat_over_http(llama_server: str) -> None:
@@ -140,20 +146,22 @@ def test_one_client_serves_the_run_and_the_refused_form_is_remembered(llama_serv
     """The direct path against the real server: one HTTP client (keep-alive) per engine for all its evaluations,
     closed at the end; the json_schema refusal learned in one run is read from the reply cache by the next (issues
     32 and 33, item 17). The second run needs one evaluation only: what it shows is its first request."""
-    def run(*outputs: str) -> Usage:
+    def run(*outputs: str) -> list[Evaluation]:
         engine = Engine(Settings(model=f"openai/{ALIAS}", api_base=llama_server, cache_dir=str(tmp_path),
                                  concurrency=3, timeout=120.0))
         try:
-            usages = [engine.evaluate(text, CHECKLIST, ARTICLE).usage for text in outputs]
+            evaluations = [engine.evaluate(text, CHECKLIST, ARTICLE) for text in outputs]
             assert engine.http.made["httpx"] == 1 and engine.http.made.get("ssl", 0) == 0
         finally:
             engine.close()
         assert engine.http.open_clients() == 0
-        return Usage.total(usages)
+        return evaluations
 
-    first = run("Lyon opened a 40 million euro bridge.", "Lyon opened a 40 million euro bridge. It is new.")
+    evaluations = run("Lyon opened a 40 million euro bridge.", "Lyon opened a 40 million euro bridge. It is new.")
+    check_evaluation(evaluations[0], "auto")  # the streamed path of a fresh engine: the refusal, then a stream each
+    first = Usage.total([e.usage for e in evaluations])
     assert first.failed_requests == 1 and first.llm_calls == 6 + 1
-    second = run("Lyon built a bridge for 40 million euros.")  # a new output: every question is asked again
+    second = Usage.total([e.usage for e in run("Lyon built a bridge for 40 million euros.")])  # asked again
     assert (second.llm_calls, second.failed_requests, second.cache_hits) == (3, 0, 0)
     assert second.structured_output == {f"openai/{ALIAS}": "json_object"}
 
