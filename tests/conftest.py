@@ -117,7 +117,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
     # The long tests first (whole modules, in their order, so that module fixtures are set up once): the short ones
     # then fill the time the workers would otherwise spend waiting on the last long one. (Putting the model's modules
-    # first of all was slower, 462 s against 356 s: both workers then ran the model at once for most of the run.)
+    # first of all measured slower once, 462 s against 356 s.)
     items.sort(key=lambda item: "integration" not in item.path.parts)
 
 
