@@ -32,7 +32,7 @@ from .accounting import BinevalUsageWarning, reply_usage, short_prefix
 from .cache import REPLAY_MISS, ResponseCache, cache_key
 from .caching import Points, needs_breakpoints, with_breakpoints
 from .http import CrossHostRedirect, HttpClients, warn_plain_http_key
-from .local import cut_generations, is_embedded
+from .local import cut_generations, is_embedded, weights_id
 from .negotiation import Form, FormatNegotiator, form_key, format_for, remembered_form, response_format
 from .parsing import (
     MalformedResponse,
@@ -254,7 +254,8 @@ class LLMClient:
         version included; never a secret). Computing it imports nothing heavy."""
         s = self.settings
         return cache_key({"model": s.model, "temperature": s.temperature, "api_base": s.api_base, **s.extra,
-                          **parts, "prompt_version": prompt_version(), **({"repeat": s.repeat} if s.repeat else {})})
+                          **parts, "prompt_version": prompt_version(), **weights_id(s.model),
+                          **({"repeat": s.repeat} if s.repeat else {})})
 
     def lookup(self, key: str) -> dict[str, Any] | None:
         return self.cache.get(key) if self.cache is not None else None
@@ -321,7 +322,8 @@ class LLMClient:
     def key_of(self, request: dict[str, Any]) -> str:
         """The cache key of a logical request: it, the prompt version, and the repeat (when > 0)."""
         s = self.settings
-        return cache_key({**request, "prompt_version": prompt_version(), **({"repeat": s.repeat} if s.repeat else {})})
+        return cache_key({**request, "prompt_version": prompt_version(), **weights_id(s.model),
+                          **({"repeat": s.repeat} if s.repeat else {})})
 
     def _secrets(self) -> list[str]:
         return secrets_of_params(self.settings.extra)

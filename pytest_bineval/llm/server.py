@@ -74,11 +74,11 @@ class LlamaServer:
 
     def command(self) -> list[str]:
         """The server's command line (its port chosen first)."""
-        from .local import gguf_path
+        from .local import runtime_gguf
 
         if self.port == 0:
             self.port = free_port()
-        return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", SERVER_ALIAS,
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(runtime_gguf()), "--model_alias", SERVER_ALIAS,
                 "--n_ctx", str(self.n_ctx), "--host", HOST, "--port", str(self.port),
                 # prompt processing too: its default is every core (two xdist workers' servers then ran four
                 # spinning threads on two cores)

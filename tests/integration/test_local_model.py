@@ -493,3 +493,58 @@ def test_a_timed_out_generation_stops_at_once_and_its_tokens_are_counted(embedde
     assert 0 < usage.completion_tokens < 4000
     assert position == usage.prompt_tokens + usage.completion_tokens
     assert after.text and (after.usage.llm_calls, after.usage.failed_requests) == (1, 0)
+
+
+# -- the weights it runs: the package's Q4_1 file re-encoded once as Q8_0 ---------------------------------------------
+
+LLAMA_FTYPE_MOSTLY_Q8_0 = "7"  # general.file_type in a GGUF's metadata
+
+
+@local_model
+def test_the_weights_are_re_encoded_once_and_shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first process writes the Q8_0 file (no partial file left); later ones load it as it is; the model it
+    makes answers; the reply cache keys name the weights."""
+    from pytest_bineval.llm.local import EmbeddedModel, gguf_path, runtime_gguf, weights_id
+
+    monkeypatch.setenv("BINEVAL_MODEL_DIR", str(tmp_path / "models"))
+    monkeypatch.delenv("BINEVAL_LOCAL_GGUF", raising=False)
+    made = runtime_gguf()
+    assert made.parent == tmp_path / "models" and made.name == "SmolLM2-135M-Instruct.Q8_0.gguf"
+    assert [p.name for p in made.parent.iterdir()] == [made.name]
+    written = made.stat().st_mtime_ns
+    assert runtime_gguf() == made and made.stat().st_mtime_ns == written  # made once
+    model = EmbeddedModel(made, n_ctx=512, n_threads=1, fallback=gguf_path())
+    llm = model._load()
+    assert llm.metadata["general.file_type"] == LLAMA_FTYPE_MOSTLY_Q8_0 and model.path == made
+    text, _, _, n_out = model.chat(CHAT, max_tokens=4, temperature=0.0, schema=None, top_logprobs=None)
+    assert n_out >= 1 and text
+    llm.close()
+    assert weights_id(DEFAULT_MODEL) == {"weights": "Q8_0"} and weights_id("openai/gpt-4o-mini") == {}
+    monkeypatch.setenv("BINEVAL_LOCAL_GGUF", str(gguf_path()))  # your own file: loaded as it is, keyed by its name
+    assert runtime_gguf() == gguf_path() and weights_id(DEFAULT_MODEL) == {"weights": gguf_path().name}
+
+
+@local_model
+def test_weights_that_cannot_be_written_or_loaded_fall_back_to_the_packaged_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_bineval.errors import BinevalWarning
+    from pytest_bineval.llm.local import EmbeddedModel, EmbeddedWeightsWarning, gguf_path, runtime_gguf
+
+    monkeypatch.delenv("BINEVAL_LOCAL_GGUF", raising=False)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("BINEVAL_MODEL_DIR", str(blocker / "models"))
+    with pytest.warns(EmbeddedWeightsWarning, match="runs its packaged SmolLM2-135M-Instruct.Q4_1.gguf"):
+        assert runtime_gguf() == gguf_path()
+    assert issubclass(EmbeddedWeightsWarning, BinevalWarning)
+    # a damaged re-encoded file (newer than the package's): removed, and the packaged file loaded instead
+    monkeypatch.setenv("BINEVAL_MODEL_DIR", str(tmp_path / "models"))
+    damaged = tmp_path / "models" / "SmolLM2-135M-Instruct.Q8_0.gguf"
+    damaged.parent.mkdir()
+    damaged.write_bytes(b"GGUF" + b"\0" * 64)
+    assert runtime_gguf() == damaged  # it looks made: the loader finds out
+    model = EmbeddedModel(damaged, n_ctx=256, n_threads=1, fallback=gguf_path())
+    with pytest.warns(EmbeddedWeightsWarning, match="could not be loaded"):
+        llm = model._load()
+    assert model.path == gguf_path() and not damaged.exists() and llm.metadata["general.file_type"] == "3"
+    llm.close()

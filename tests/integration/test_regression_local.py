@@ -92,7 +92,9 @@ def test_repeats_on_the_real_embedded_model(tmp_path: Path) -> None:
         ev = repeated.evaluate(summary, checklist, article)
     finally:
         repeated.close()
-    assert ev.usage.llm_calls == 6 and ev.usage.cache_hits == 0  # 3 questions x 2 repeats, each its own entry
+    # 3 questions x 2 repeats, each its own entry; and each "no" explained in each repeat (explain=failing)
+    noes = sum(v.answer == "no" for v in ev.verdicts)
+    assert ev.usage.llm_calls == 6 + 2 * noes and ev.usage.cache_hits == 0
     assert all(len(v.repeats) == 2 and v.repeats[0] == v.repeats[1] == v.answer for v in ev.verdicts)
     assert all(v.agreement == 1.0 and not v.unstable for v in ev.verdicts)
     rec = EvaluationRecord.build(Asked(gate="lower-bound"), ev, [], thresholds={"consistency": 0.0}, status="explicit",

@@ -18,6 +18,7 @@ from queue import Empty, Queue
 
 import pytest
 
+from pytest_bineval.llm.local import runtime_gguf
 from pytest_bineval.llm.server import SERVER_ALIAS, LlamaServer, free_port
 
 pytestmark = [pytest.mark.local_model, pytest.mark.http_server]
@@ -66,6 +67,8 @@ def test_serve_prints_the_flags_answers_and_stops_on_ctrl_c(tmp_path: Path, stop
         argv = Path(f"/proc/{server_pid}/cmdline").read_bytes().split(b"\0")
         for flag in (b"--n_threads", b"--n_threads_batch"):
             assert argv[argv.index(flag) + 1] == b"2", argv
+        # the same weights as the in-process judge: the re-encoded file
+        assert argv[argv.index(b"--model") + 1] == bytes(runtime_gguf()), argv
     finally:
         proc.send_signal(stop)  # what Ctrl-C (or a kill) sends to the command (the server runs in its own session)
         try:  # stopping waits up to 15 s for the server, then kills it; a loaded machine is slow to do both
