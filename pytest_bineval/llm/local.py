@@ -34,7 +34,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import BinevalWarning, ContextTooSmall, GenerationCancelled, MissingExtraError, install_hint
+from ..errors import (
+    BinevalWarning,
+    ContextTooSmall,
+    GenerationCancelled,
+    MissingExtraError,
+    UsageError,
+    install_hint,
+)
 from ._litellm import import_litellm
 
 EMBEDDED_PROVIDER = "bineval"
@@ -74,20 +81,34 @@ def gguf_path() -> Path:
     return path
 
 
-# The weights the embedded judge runs: the package's Q4_1 file re-encoded once as Q8_0 (same 32-weight blocks, 8-bit
-# codes: every Q4_1 weight is kept to within half a step of 1/127 of its block's largest weight). llama.cpp has no
-# fast kernels for Q4_1 on x86 (no repacking, no tiled matmul): Q8_0 reads prompts ~2.2x and decodes ~1.2x faster
-# on one core (docs/local-model.md).
+# The weights the embedded judge runs: the package's Q4_1 file, or with BINEVAL_LOCAL_WEIGHTS=q8_0 that file
+# re-encoded once as Q8_0 (same 32-weight blocks, 8-bit codes: every Q4_1 weight is kept to within half a step of 1/127
+# of its block's largest weight). llama.cpp has no fast kernels for Q4_1 on x86 (no repacking, no tiled matmul): Q8_0
+# reads prompts about twice as fast (docs/local-model.md). Not the default: greedy decoding on other weights writes
+# other text, and the example project's answers (and a user's expectations of the toy judge) were made on Q4_1.
 RUNTIME_FORMAT = "Q8_0"
+WEIGHTS_ENV = "BINEVAL_LOCAL_WEIGHTS"
+WEIGHTS_CHOICES = ("packaged", "q8_0")
+
+
+def weights_choice() -> str:
+    """``$BINEVAL_LOCAL_WEIGHTS``: ``packaged`` (the default: the package's Q4_1 file) or ``q8_0``."""
+    value = (os.environ.get(WEIGHTS_ENV) or "packaged").strip().lower()
+    if value not in WEIGHTS_CHOICES:
+        raise UsageError(f"{WEIGHTS_ENV}={value!r}: use one of {', '.join(WEIGHTS_CHOICES)}")
+    return value
 
 
 def weights_id(model: str) -> dict[str, str]:
-    """What names the embedded model's weights in a reply's cache key (nothing for other models): answers of other
-    weights are never served from the cache."""
+    """What names the embedded model's weights in a reply's cache key when they are not the package's file (nothing
+    for other models, nor for the default, whose keys stay as they were): answers of other weights are never served
+    from the cache."""
     if not is_embedded(model):
         return {}
     override = os.environ.get("BINEVAL_LOCAL_GGUF")
-    return {"weights": Path(override).name if override else RUNTIME_FORMAT}
+    if override:
+        return {"weights": Path(override).name}
+    return {"weights": RUNTIME_FORMAT} if weights_choice() == "q8_0" else {}
 
 
 def model_dir() -> Path:
@@ -101,12 +122,13 @@ def model_dir() -> Path:
 
 
 def runtime_gguf() -> Path:
-    """The file the embedded judge loads: ``$BINEVAL_LOCAL_GGUF`` as it is when set, else the package's model
-    re-encoded as Q8_0 in :func:`model_dir` (made once, ~1 s, 145 MB; written to a temporary file and renamed, so
-    that processes starting at once never read half a file). When it cannot be written, the package's own file is
-    used, with a :class:`~pytest_bineval.errors.BinevalWarning` saying why (slower, same model)."""
+    """The file the embedded judge loads: ``$BINEVAL_LOCAL_GGUF`` as it is when set; the package's model; or with
+    ``BINEVAL_LOCAL_WEIGHTS=q8_0`` that model re-encoded as Q8_0 in :func:`model_dir` (made once, ~1 s, 145 MB;
+    written to a temporary file and renamed, so that processes starting at once never read half a file). When it
+    cannot be written, the package's own file is used, with a :class:`~pytest_bineval.errors.BinevalWarning` saying
+    why (slower, same model)."""
     source = gguf_path()
-    if os.environ.get("BINEVAL_LOCAL_GGUF"):
+    if os.environ.get("BINEVAL_LOCAL_GGUF") or weights_choice() == "packaged":
         return source
     target = model_dir() / GGUF_FILE.replace(".Q4_1.", f".{RUNTIME_FORMAT}.")
     if target.is_file() and target.stat().st_mtime >= source.stat().st_mtime:

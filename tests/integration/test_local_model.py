@@ -502,12 +502,22 @@ LLAMA_FTYPE_MOSTLY_Q8_0 = "7"  # general.file_type in a GGUF's metadata
 
 @local_model
 def test_the_weights_are_re_encoded_once_and_shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first process writes the Q8_0 file (no partial file left); later ones load it as it is; the model it
-    makes answers; the reply cache keys name the weights."""
+    """By default the package's file is loaded. With BINEVAL_LOCAL_WEIGHTS=q8_0 the first process writes the Q8_0
+    file (no partial file left); later ones load it as it is; the model it makes answers; the reply cache keys name
+    the weights."""
+    from pytest_bineval.errors import UsageError
     from pytest_bineval.llm.local import EmbeddedModel, gguf_path, runtime_gguf, weights_id
 
     monkeypatch.setenv("BINEVAL_MODEL_DIR", str(tmp_path / "models"))
     monkeypatch.delenv("BINEVAL_LOCAL_GGUF", raising=False)
+    # the default: the package's file, with the cache keys of before
+    monkeypatch.delenv("BINEVAL_LOCAL_WEIGHTS", raising=False)
+    assert runtime_gguf() == gguf_path() and weights_id(DEFAULT_MODEL) == {}
+    assert not (tmp_path / "models").exists()
+    monkeypatch.setenv("BINEVAL_LOCAL_WEIGHTS", "bogus")
+    with pytest.raises(UsageError, match="BINEVAL_LOCAL_WEIGHTS='bogus': use one of packaged, q8_0"):
+        runtime_gguf()
+    monkeypatch.setenv("BINEVAL_LOCAL_WEIGHTS", "q8_0")
     made = runtime_gguf()
     assert made.parent == tmp_path / "models" and made.name == "SmolLM2-135M-Instruct.Q8_0.gguf"
     assert [p.name for p in made.parent.iterdir()] == [made.name]
@@ -531,6 +541,7 @@ def test_weights_that_cannot_be_written_or_loaded_fall_back_to_the_packaged_file
     from pytest_bineval.llm.local import EmbeddedModel, EmbeddedWeightsWarning, gguf_path, runtime_gguf
 
     monkeypatch.delenv("BINEVAL_LOCAL_GGUF", raising=False)
+    monkeypatch.setenv("BINEVAL_LOCAL_WEIGHTS", "q8_0")
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("BINEVAL_MODEL_DIR", str(blocker / "models"))
